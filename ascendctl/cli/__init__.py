@@ -1,0 +1,62 @@
+"""The `ascendctl` command line.
+
+Each command group lives in its own module exposing `register(app)`. Modules import
+only typer at the top; heavy libraries (fabric, rich, jinja2) are imported inside the
+commands that need them, so `ascendctl --help` starts fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import typer
+
+from ascendctl.errors import AscendctlError
+from ascendctl.exitcodes import EXIT_CODES_HELP, Exit
+
+COMMAND_MODULES = (
+    "lab",
+)
+
+app = typer.Typer(
+    name="ascendctl",
+    help=(
+        "Bring a multi-node Ascend 910B cluster from bare metal to a healthy vLLM-Ascend "
+        "endpoint, and keep it healthy. Start with `ascendctl lab up` to get a simulated "
+        "cluster, then `ascendctl preflight -i INVENTORY`."
+    ),
+    epilog=EXIT_CODES_HELP,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
+
+
+def _register_commands() -> None:
+    for name in COMMAND_MODULES:
+        importlib.import_module(f"ascendctl.cli.{name}").register(app)
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", help="Print the version and exit.",
+                                 is_eager=True),
+) -> None:
+    if version:
+        from ascendctl import __version__
+
+        typer.echo(f"ascendctl {__version__}")
+        raise typer.Exit(0)
+
+
+def main() -> None:
+    _register_commands()
+    try:
+        app(prog_name="ascendctl")
+    except AscendctlError as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(int(err.exit_code))
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        sys.exit(int(Exit.INTERRUPTED))

@@ -1,0 +1,1 @@
+"""Node-side runtime shipped to every serving node. Standard library only."""
