@@ -15,8 +15,7 @@ import typer
 from ascendctl.errors import AscendctlError
 from ascendctl.exitcodes import EXIT_CODES_HELP, Exit
 
-COMMAND_MODULES = (
-    "lab",
+COMMAND_MODULES: tuple[str, ...] = (
 )
 
 app = typer.Typer(
