@@ -1,0 +1,430 @@
+"""Read an inventory file into a validated `Inventory`, or fail with file, line and field.
+
+Nothing here touches the network: an inventory is fully checked before any host is
+contacted.
+"""
+
+from __future__ import annotations
+
+import difflib
+import ipaddress
+import os
+from pathlib import Path
+from typing import Any
+
+from ascendctl.errors import InputError
+from ascendctl.inventory.hosts import Host, Inventory
+from ascendctl.inventory.model import (
+    ClusterSpec, DeploySpec, HostSpec, ModelSpec, NAME_RE, Section, ServingSpec, SloSpec,
+    SshSpec, VersionsSpec,
+)
+from ascendctl.inventory.yamlsrc import SourceMap, YamlPath, dotted, load_yaml_with_lines
+
+CLUSTER_SECTIONS: dict[str, type[Section]] = {
+    "cluster": ClusterSpec,
+    "model": ModelSpec,
+    "serving": ServingSpec,
+    "versions": VersionsSpec,
+    "deploy": DeploySpec,
+    "slo": SloSpec,
+}
+GROUP_VAR_KEYS = ("ssh", "custom")
+ALL_VAR_KEYS = tuple(CLUSTER_SECTIONS) + GROUP_VAR_KEYS
+GROUP_KEYS = ("hosts", "vars", "children")
+IMPLICIT_GROUPS = ("all", "head", "followers")
+
+
+def load_inventory(path: str | os.PathLike[str], *, check_files: bool = True) -> Inventory:
+    """Load and validate. `check_files=False` skips controller-side file checks (key files)."""
+    path = Path(path)
+    data, source = load_yaml_with_lines(path)
+    return _Builder(path, source).build(data, check_files=check_files)
+
+
+class _Builder:
+    def __init__(self, path: Path, source: SourceMap):
+        self.path = path
+        self.source = source
+        self.host_defs: dict[str, tuple[YamlPath, dict[str, Any]]] = {}
+        self.host_groups: dict[str, list[str]] = {}
+        self.host_ssh_layers: dict[str, list[tuple[YamlPath, dict[str, Any]]]] = {}
+        self.host_custom_layers: dict[str, list[dict[str, Any]]] = {}
+        self.groups: dict[str, list[str]] = {}
+        self.group_lines: dict[str, YamlPath] = {}
+        self.all_vars: dict[str, Any] = {}
+
+    # -- errors --------------------------------------------------------------------------
+
+    def fail(self, message: str, path: YamlPath) -> InputError:
+        return InputError(message, file=str(self.path), line=self.source.line_of(path),
+                          field=dotted(path) or None)
+
+    # -- structure -----------------------------------------------------------------------
+
+    def build(self, data: Any, *, check_files: bool) -> Inventory:
+        if data is None:
+            raise InputError("the inventory is empty", file=str(self.path))
+        if not isinstance(data, dict):
+            raise self.fail("the top level must be a mapping of groups (start with `all:`)", ())
+        for name, group in data.items():
+            self.walk_group(str(name), group, (name,), parents=[], ssh_layers=[],
+                            custom_layers=[])
+        if not self.host_defs:
+            raise self.fail("no hosts: add them under all.children.<group>.hosts", ())
+        sections = self.cluster_sections()
+        hosts = self.resolve_hosts(sections["cluster"])
+        self.check_semantics(hosts, sections)
+        if check_files:
+            self.check_controller_files(hosts)
+        groups = self.finish_groups(hosts)
+        return Inventory(
+            path=self.path, cluster=sections["cluster"], model=sections["model"],
+            serving=sections["serving"], versions=sections["versions"],
+            deploy=sections["deploy"], slo=sections["slo"], hosts=tuple(hosts),
+            groups=groups, source=self.source,
+            custom=dict(self.all_vars.get("custom") or {}),
+        )
+
+    def walk_group(self, name: str, group: Any, path: YamlPath, parents: list[str],
+                   ssh_layers: list[tuple[YamlPath, dict[str, Any]]],
+                   custom_layers: list[dict[str, Any]]) -> None:
+        if not NAME_RE.match(name):
+            raise self.fail(f"group name {name!r}: use letters, digits, '.', '_' or '-'", path)
+        if name in ("head", "followers"):
+            raise self.fail(f"group name {name!r} is reserved (ascendctl defines it from the "
+                            "ranks)", path)
+        if name in self.group_lines and group:
+            raise self.fail(f"group {name!r} is defined twice (first on line "
+                            f"{self.source.line_of(self.group_lines[name])})", path)
+        self.group_lines.setdefault(name, path)
+        self.groups.setdefault(name, [])
+        if group is None:
+            return
+        if not isinstance(group, dict):
+            raise self.fail("a group must be a mapping with hosts, vars and/or children", path)
+        for key in group:
+            if key not in GROUP_KEYS:
+                raise self.fail(self.unknown_key_message(key, GROUP_KEYS), path + (key,))
+        group_vars = group.get("vars") or {}
+        if not isinstance(group_vars, dict):
+            raise self.fail("vars must be a mapping", path + ("vars",))
+        allowed = ALL_VAR_KEYS if path == ("all",) else GROUP_VAR_KEYS
+        for key in group_vars:
+            if key not in allowed:
+                if key in CLUSTER_SECTIONS:
+                    raise self.fail(f"{key} is cluster-wide: set it under all.vars",
+                                    path + ("vars", key))
+                raise self.fail(self.unknown_key_message(key, allowed), path + ("vars", key))
+        if path == ("all",):
+            self.all_vars = group_vars
+        if "ssh" in group_vars:
+            ssh = group_vars["ssh"]
+            if not isinstance(ssh, dict):
+                raise self.fail("ssh must be a mapping", path + ("vars", "ssh"))
+            ssh_layers = ssh_layers + [(path + ("vars", "ssh"), ssh)]
+        if "custom" in group_vars:
+            if not isinstance(group_vars["custom"], dict):
+                raise self.fail("custom must be a mapping", path + ("vars", "custom"))
+            custom_layers = custom_layers + [group_vars["custom"]]
+        lineage = parents + [name]
+
+        hosts = group.get("hosts") or {}
+        if not isinstance(hosts, dict):
+            raise self.fail("hosts must be a mapping of host name to its variables",
+                            path + ("hosts",))
+        for host_name, host_vars in hosts.items():
+            self.add_host(str(host_name), host_vars, path + ("hosts", host_name), lineage,
+                          ssh_layers, custom_layers)
+
+        children = group.get("children") or {}
+        if not isinstance(children, dict):
+            raise self.fail("children must be a mapping of group names", path + ("children",))
+        for child_name, child in children.items():
+            self.walk_group(str(child_name), child, path + ("children", child_name), lineage,
+                            ssh_layers, custom_layers)
+
+    def add_host(self, name: str, host_vars: Any, path: YamlPath, lineage: list[str],
+                 ssh_layers: list[tuple[YamlPath, dict[str, Any]]],
+                 custom_layers: list[dict[str, Any]]) -> None:
+        if not NAME_RE.match(name):
+            raise self.fail(f"host name {name!r}: use letters, digits, '.', '_' or '-'", path)
+        if host_vars is not None and not isinstance(host_vars, dict):
+            raise self.fail("host variables must be a mapping", path)
+        for group in lineage:
+            if name not in self.groups[group]:
+                self.groups[group].append(name)
+        self.host_groups.setdefault(name, [])
+        for group in lineage:
+            if group not in self.host_groups[name]:
+                self.host_groups[name].append(group)
+        self.host_ssh_layers.setdefault(name, []).extend(
+            layer for layer in ssh_layers if layer not in self.host_ssh_layers.get(name, []))
+        self.host_custom_layers.setdefault(name, []).extend(custom_layers)
+        if host_vars:
+            if name in self.host_defs:
+                first = self.source.line_of(self.host_defs[name][0])
+                raise self.fail(f"host {name!r} is defined twice (first on line {first}); "
+                                "list it with its variables once and bare elsewhere", path)
+            self.host_defs[name] = (path, host_vars)
+        elif name not in self.host_defs:
+            self.host_defs.setdefault(name, (path, {}))
+
+    # -- sections ------------------------------------------------------------------------
+
+    def cluster_sections(self) -> dict[str, Any]:
+        sections: dict[str, Any] = {}
+        base = ("all", "vars")
+        for key, model in CLUSTER_SECTIONS.items():
+            value = self.all_vars.get(key)
+            if value is None:
+                if key in ("cluster", "model"):
+                    raise self.fail(f"missing section `{key}` under all.vars", base)
+                value = {}
+            if key == "serving" and isinstance(value, dict) and isinstance(
+                    value.get("api_key"), (str, int)):
+                raise self.fail("a literal API key is not allowed in the inventory; use "
+                                "api_key: {env: VAR} or api_key: {file: /path/0600-file}",
+                                base + ("serving", "api_key"))
+            sections[key] = self.validate(model, value, base + (key,))
+        return sections
+
+    def validate(self, model: type[Section], value: Any, path: YamlPath) -> Any:
+        from pydantic import ValidationError
+
+        if not isinstance(value, dict):
+            raise self.fail(f"must be a mapping, not {type(value).__name__}", path)
+        try:
+            return model.model_validate(value)
+        except ValidationError as err:
+            raise self.pydantic_error(model, err, path) from None
+
+    def pydantic_error(self, model: type[Section], err: Any, path: YamlPath) -> InputError:
+        errors = err.errors(include_url=False)
+        first = errors[0]
+        loc = tuple(part for part in first["loc"] if not _is_pydantic_branch(part))
+        kind = first["type"]
+        if kind == "extra_forbidden":
+            message = self.unknown_key_message(loc[-1], _field_names(model, loc[:-1]))
+        elif kind == "missing":
+            message = "required field is missing"
+        elif kind.startswith("literal_error"):
+            message = f"{first['input']!r} is not one of {first['ctx']['expected']}"
+        else:
+            message = first["msg"].removeprefix("Value error, ")
+            if "input" in first and not isinstance(first["input"], (dict, list)):
+                message += f" (got {first['input']!r})"
+        if len(errors) > 1:
+            message += f" (and {len(errors) - 1} more error{'s' if len(errors) > 2 else ''})"
+        return self.fail(message, path + loc)
+
+    @staticmethod
+    def unknown_key_message(key: Any, valid: Any) -> str:
+        valid = list(valid)
+        close = difflib.get_close_matches(str(key), valid, n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]!r}?" if close else f" (valid: {', '.join(valid)})"
+        return f"unknown key {key!r}{hint}"
+
+    # -- hosts ---------------------------------------------------------------------------
+
+    def resolve_hosts(self, cluster: ClusterSpec) -> list[Host]:
+        hosts: list[Host] = []
+        for name, (path, raw) in self.host_defs.items():
+            if not raw:
+                raise self.fail(f"host {name!r} has no variables: it needs at least "
+                                "ansible_host and rank", path)
+            spec: HostSpec = self.validate(HostSpec, raw, path)
+            ssh = self.resolve_ssh(name, spec, path)
+            ip = spec.ip
+            if ip is None:
+                try:
+                    ip = str(ipaddress.IPv4Address(spec.ansible_host))
+                except ValueError:
+                    raise self.fail("ip is required when ansible_host is a name "
+                                    "(it becomes HCCL_IF_IP)", path) from None
+            custom: dict[str, Any] = {}
+            for layer in self.host_custom_layers.get(name, []):
+                custom.update(layer)
+            custom.update(spec.custom)
+            hosts.append(Host(
+                name=name, address=spec.ansible_host, rank=spec.rank, ip=ip, nic=spec.nic,
+                device_ips=tuple(spec.device_ips) if spec.device_ips is not None else None,
+                ssh=ssh, groups=tuple(self.host_groups.get(name, [])),
+                super_pod_id=spec.super_pod_id,
+                super_device_ids=(tuple(spec.super_device_ids)
+                                  if spec.super_device_ids is not None else None),
+                custom=custom,
+            ))
+        hosts.sort(key=lambda h: h.rank)
+        return hosts
+
+    def resolve_ssh(self, name: str, spec: HostSpec, path: YamlPath) -> SshSpec:
+        merged: dict[str, Any] = {}
+        last_path: YamlPath = path
+        for layer_path, layer in self.host_ssh_layers.get(name, []):
+            # validate each layer on its own so an error points at the line that has it
+            self.validate(SshSpec, layer, layer_path)
+            merged.update(layer)
+            last_path = layer_path
+        if spec.ssh:
+            self.validate(SshSpec, spec.ssh, path + ("ssh",))
+            merged.update(spec.ssh)
+            last_path = path + ("ssh",)
+        if spec.ansible_user is not None:
+            merged["user"] = spec.ansible_user
+        if spec.ansible_port is not None:
+            merged["port"] = spec.ansible_port
+        if spec.ansible_ssh_private_key_file is not None:
+            merged["private_key"] = spec.ansible_ssh_private_key_file
+        return self.validate(SshSpec, merged, last_path)
+
+    # -- cross-field rules ---------------------------------------------------------------
+
+    def host_path(self, host: Host, *field: Any) -> YamlPath:
+        return self.host_defs[host.name][0] + tuple(field)
+
+    def check_semantics(self, hosts: list[Host], sections: dict[str, Any]) -> None:
+        cluster: ClusterSpec = sections["cluster"]
+        serving: ServingSpec = sections["serving"]
+        seen_rank: dict[int, Host] = {}
+        seen_addr: dict[tuple[str, int], Host] = {}
+        seen_ip: dict[str, Host] = {}
+        seen_device_ip: dict[str, tuple[Host, int]] = {}
+        for host in hosts:
+            if host.rank in seen_rank:
+                raise self.fail(f"rank {host.rank} is also used by {seen_rank[host.rank].name}",
+                                self.host_path(host, "rank"))
+            seen_rank[host.rank] = host
+            key = (host.address, host.ssh.port)
+            if key in seen_addr:
+                raise self.fail(f"{host.address}:{host.ssh.port} is also host "
+                                f"{seen_addr[key].name}", self.host_path(host, "ansible_host"))
+            seen_addr[key] = host
+            if host.ip in seen_ip:
+                raise self.fail(f"ip {host.ip} is also used by {seen_ip[host.ip].name}",
+                                self.host_path(host, "ip"))
+            seen_ip[host.ip] = host
+            if host.device_ips is not None:
+                if len(host.device_ips) != cluster.npus_per_node:
+                    raise self.fail(f"{len(host.device_ips)} device IPs for "
+                                    f"{cluster.npus_per_node} NPUs (cluster.npus_per_node)",
+                                    self.host_path(host, "device_ips"))
+                for index, device_ip in enumerate(host.device_ips):
+                    if device_ip in seen_device_ip:
+                        other, other_index = seen_device_ip[device_ip]
+                        raise self.fail(f"device IP {device_ip} is also NPU {other_index} of "
+                                        f"{other.name}",
+                                        self.host_path(host, "device_ips", index))
+                    seen_device_ip[device_ip] = (host, index)
+            if host.super_device_ids is not None and \
+                    len(host.super_device_ids) != cluster.npus_per_node:
+                raise self.fail("super_device_ids needs one id per NPU",
+                                self.host_path(host, "super_device_ids"))
+        expected = list(range(len(hosts)))
+        ranks = [h.rank for h in hosts]
+        if ranks != expected:
+            missing = sorted(set(expected) - set(ranks))
+            offender = next(h for h in hosts if h.rank not in expected)
+            raise self.fail(f"ranks must be 0..{len(hosts) - 1} without gaps; rank "
+                            f"{missing[0]} is missing", self.host_path(offender, "rank"))
+        if cluster.is_a3:
+            for host in hosts:
+                if host.super_pod_id is None or host.super_device_ids is None:
+                    raise self.fail("A3 (rank table 1.2) needs super_pod_id and "
+                                    "super_device_ids on every host", self.host_path(host))
+        self.check_layout(len(hosts), cluster, serving)
+
+    def check_layout(self, nodes: int, cluster: ClusterSpec, serving: ServingSpec) -> None:
+        base = ("all", "vars", "serving")
+        tp, pp, dp = (serving.tensor_parallel_size, serving.pipeline_parallel_size,
+                      serving.data_parallel_size)
+        if serving.mode == "dp":
+            local = serving.dp_local
+            if dp % local:
+                raise self.fail(f"data_parallel_size {dp} is not a multiple of "
+                                f"data_parallel_size_local {local}",
+                                base + ("data_parallel_size_local",))
+            if dp // local != nodes:
+                raise self.fail(f"data_parallel_size {dp} / data_parallel_size_local {local} "
+                                f"= {dp // local} nodes, but the inventory has {nodes}",
+                                base + ("data_parallel_size",))
+            if tp * pp * local > cluster.npus_per_node:
+                raise self.fail(f"tensor {tp} × pipeline {pp} × local data parallel {local} "
+                                f"= {tp * pp * local} NPUs per node, but nodes have "
+                                f"{cluster.npus_per_node}", base + ("tensor_parallel_size",))
+        else:
+            if dp != 1:
+                raise self.fail(f"data_parallel_size must be 1 in {serving.mode} mode "
+                                "(use mode: dp)", base + ("data_parallel_size",))
+            world = tp * pp
+            if serving.mode == "mp" and (world % nodes or world // nodes > cluster.npus_per_node):
+                raise self.fail(f"tensor {tp} × pipeline {pp} = {world} ranks cannot be spread "
+                                f"evenly over {nodes} nodes of {cluster.npus_per_node} NPUs",
+                                base + ("tensor_parallel_size",))
+            if serving.mode == "ray" and world > nodes * cluster.npus_per_node:
+                raise self.fail(f"tensor {tp} × pipeline {pp} = {world} NPUs, but the cluster "
+                                f"has {nodes * cluster.npus_per_node}",
+                                base + ("tensor_parallel_size",))
+        if serving.api_server_count and serving.mode != "dp":
+            raise self.fail("api_server_count applies to mode: dp only",
+                            base + ("api_server_count",))
+
+    def check_controller_files(self, hosts: list[Host]) -> None:
+        checked: set[str] = set()
+        for host in hosts:
+            key = host.ssh.private_key
+            if key is None or key in checked:
+                continue
+            checked.add(key)
+            key_path = Path(os.path.expanduser(key))
+            if not key_path.is_file():
+                raise self.fail(f"SSH key file {key} does not exist on this machine",
+                                self.ssh_field_path(host, "private_key"))
+            if not os.access(key_path, os.R_OK):
+                raise self.fail(f"SSH key file {key} is not readable",
+                                self.ssh_field_path(host, "private_key"))
+
+    def ssh_field_path(self, host: Host, field: str) -> YamlPath:
+        path, raw = self.host_defs[host.name]
+        if field == "private_key" and "ansible_ssh_private_key_file" in raw:
+            return path + ("ansible_ssh_private_key_file",)
+        if isinstance(raw.get("ssh"), dict) and field in raw["ssh"]:
+            return path + ("ssh", field)
+        for layer_path, layer in reversed(self.host_ssh_layers.get(host.name, [])):
+            if field in layer:
+                return layer_path + (field,)
+        return path
+
+    def finish_groups(self, hosts: list[Host]) -> dict[str, tuple[str, ...]]:
+        order = {h.name: h.rank for h in hosts}
+        groups = {name: tuple(sorted(members, key=order.__getitem__))
+                  for name, members in self.groups.items()}
+        groups["all"] = tuple(h.name for h in hosts)
+        groups["head"] = (hosts[0].name,)
+        groups["followers"] = tuple(h.name for h in hosts[1:])
+        return groups
+
+
+def _field_names(model: type[Section], loc: tuple[Any, ...]) -> list[str]:
+    current: Any = model
+    for part in loc:
+        fields = getattr(current, "model_fields", None)
+        if not fields or part not in fields:
+            return []
+        annotation = fields[part].annotation
+        current = _section_type(annotation)
+    fields = getattr(current, "model_fields", None)
+    return list(fields) if fields else []
+
+
+def _section_type(annotation: Any) -> Any:
+    import typing
+
+    for candidate in (annotation, *typing.get_args(annotation)):
+        if isinstance(candidate, type) and issubclass(candidate, Section):
+            return candidate
+    return None
+
+
+def _is_pydantic_branch(part: Any) -> bool:
+    # pydantic adds union branch names such as 'function-after[...]' to error locations
+    return isinstance(part, str) and ("[" in part or part in ("str", "int", "dict"))
