@@ -26,6 +26,7 @@ class Host:
     groups: tuple[str, ...]
     super_pod_id: int | None = None
     super_device_ids: tuple[int, ...] | None = None
+    env: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
     custom: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     @property
@@ -133,7 +134,7 @@ class Inventory:
                     "groups": list(h.groups), "ssh": dump(h.ssh),
                     "super_pod_id": h.super_pod_id,
                     "super_device_ids": list(h.super_device_ids) if h.super_device_ids else None,
-                    "custom": h.custom,
+                    "env": h.env, "custom": h.custom,
                 }
                 for h in hosts
             ],

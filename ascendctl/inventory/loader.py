@@ -252,7 +252,7 @@ class _Builder:
                 super_pod_id=spec.super_pod_id,
                 super_device_ids=(tuple(spec.super_device_ids)
                                   if spec.super_device_ids is not None else None),
-                custom=custom,
+                env=dict(spec.env), custom=custom,
             ))
         hosts.sort(key=lambda h: h.rank)
         return hosts

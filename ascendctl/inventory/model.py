@@ -43,6 +43,15 @@ def _ipv4(value: str) -> str:
 IPv4 = Annotated[str, AfterValidator(_ipv4)]
 
 
+def _check_env(value: dict[str, str]) -> dict[str, str]:
+    for key, val in value.items():
+        if not ENV_NAME_RE.match(key):
+            raise ValueError(f"{key!r} is not an environment variable name")
+        if any(ord(ch) < 32 for ch in str(val)):
+            raise ValueError(f"{key}: values must not contain newlines or control characters")
+    return {key: str(val) for key, val in value.items()}
+
+
 class RoceSpec(Section):
     netmask: str = "255.255.255.0"
     mtu: Optional[int] = Field(default=None, ge=576, le=9600)
@@ -202,7 +211,7 @@ class ServingSpec(Section):
     additional_config: Optional[dict[str, Any]] = None
     enforce_eager: bool = False
     extra_args: list[str] = []
-    env: dict[str, str] = {}
+    env: dict[str, Any] = {}
     engine: str = "vllm"
     api_key: Optional[SecretRef] = None
     hccl_connect_timeout: int = Field(default=600, ge=30)
@@ -221,11 +230,7 @@ class ServingSpec(Section):
     @field_validator("env")
     @classmethod
     def _env(cls, value: dict[str, str]) -> dict[str, str]:
-        for key, val in value.items():
-            if not ENV_NAME_RE.match(key):
-                raise ValueError(f"{key!r} is not an environment variable name")
-            _safe_path(str(val)) if val != "" else None
-        return value
+        return _check_env(value)
 
     @field_validator("engine")
     @classmethod
@@ -257,10 +262,12 @@ class VersionsSpec(Section):
 class DeploySpec(Section):
     root: str = "/var/lib/ascendctl"
     keep_releases: int = Field(default=5, ge=1, le=100)
+    python: str = "/usr/bin/python3"   # the nodes' interpreter for the runtime (stdlib only)
+    exporter_port: int = Field(default=9101, ge=1, le=65535)
 
-    @field_validator("root")
+    @field_validator("root", "python")
     @classmethod
-    def _root(cls, value: str) -> str:
+    def _absolute(cls, value: str) -> str:
         _safe_path(value)
         if not value.startswith("/"):
             raise ValueError("must be an absolute path on the nodes")
@@ -285,7 +292,13 @@ class HostSpec(Section):
     ansible_port: Optional[int] = Field(default=None, ge=1, le=65535)
     ansible_ssh_private_key_file: Optional[str] = None
     ssh: Optional[dict[str, Any]] = None   # validated as SshSpec after merging
+    env: dict[str, Any] = {}               # engine environment for this host only
     custom: dict[str, Any] = {}
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, value: dict[str, str]) -> dict[str, str]:
+        return _check_env(value)
 
     @field_validator("ansible_host")
     @classmethod
