@@ -211,8 +211,12 @@ class _Builder:
             message = f"{first['input']!r} is not one of {first['ctx']['expected']}"
         else:
             message = first["msg"].removeprefix("Value error, ")
-            if "input" in first and not isinstance(first["input"], (dict, list)):
-                message += f" (got {first['input']!r})"
+            given = first.get("input")
+            if given is not None and not isinstance(given, (dict, list)) \
+                    and repr(given) not in message:
+                message += f" (got {given!r})"
+        if isinstance(first.get("input"), bool):
+            message += " (YAML reads yes/no/on/off as booleans: quote the value)"
         if len(errors) > 1:
             message += f" (and {len(errors) - 1} more error{'s' if len(errors) > 2 else ''})"
         return self.fail(message, path + loc)
@@ -334,7 +338,15 @@ class _Builder:
         self.check_layout(len(hosts), cluster, serving)
 
     def check_layout(self, nodes: int, cluster: ClusterSpec, serving: ServingSpec) -> None:
-        base = ("all", "vars", "serving")
+        serving_path = ("all", "vars", "serving")
+
+        def field(*candidates: str) -> YamlPath:
+            """The first of `candidates` written in the file (errors point at real lines)."""
+            for name in candidates:
+                if serving_path + (name,) in self.source.lines:
+                    return serving_path + (name,)
+            return serving_path + (candidates[0],)
+
         tp, pp, dp = (serving.tensor_parallel_size, serving.pipeline_parallel_size,
                       serving.data_parallel_size)
         if serving.mode == "dp":
@@ -342,31 +354,33 @@ class _Builder:
             if dp % local:
                 raise self.fail(f"data_parallel_size {dp} is not a multiple of "
                                 f"data_parallel_size_local {local}",
-                                base + ("data_parallel_size_local",))
+                                field("data_parallel_size_local", "data_parallel_size"))
             if dp // local != nodes:
                 raise self.fail(f"data_parallel_size {dp} / data_parallel_size_local {local} "
                                 f"= {dp // local} nodes, but the inventory has {nodes}",
-                                base + ("data_parallel_size",))
+                                field("data_parallel_size", "data_parallel_size_local"))
             if tp * pp * local > cluster.npus_per_node:
                 raise self.fail(f"tensor {tp} × pipeline {pp} × local data parallel {local} "
                                 f"= {tp * pp * local} NPUs per node, but nodes have "
-                                f"{cluster.npus_per_node}", base + ("tensor_parallel_size",))
+                                f"{cluster.npus_per_node}",
+                                field("tensor_parallel_size", "pipeline_parallel_size",
+                                      "data_parallel_size_local"))
         else:
             if dp != 1:
                 raise self.fail(f"data_parallel_size must be 1 in {serving.mode} mode "
-                                "(use mode: dp)", base + ("data_parallel_size",))
+                                "(use mode: dp)", field("data_parallel_size"))
             world = tp * pp
             if serving.mode == "mp" and (world % nodes or world // nodes > cluster.npus_per_node):
                 raise self.fail(f"tensor {tp} × pipeline {pp} = {world} ranks cannot be spread "
                                 f"evenly over {nodes} nodes of {cluster.npus_per_node} NPUs",
-                                base + ("tensor_parallel_size",))
+                                field("tensor_parallel_size", "pipeline_parallel_size"))
             if serving.mode == "ray" and world > nodes * cluster.npus_per_node:
                 raise self.fail(f"tensor {tp} × pipeline {pp} = {world} NPUs, but the cluster "
                                 f"has {nodes * cluster.npus_per_node}",
-                                base + ("tensor_parallel_size",))
+                                field("tensor_parallel_size", "pipeline_parallel_size"))
         if serving.api_server_count and serving.mode != "dp":
             raise self.fail("api_server_count applies to mode: dp only",
-                            base + ("api_server_count",))
+                            field("api_server_count"))
 
     def check_controller_files(self, hosts: list[Host]) -> None:
         checked: set[str] = set()

@@ -144,7 +144,8 @@ class SecretRef(Section):
         if (self.env is None) == (self.file is None):
             raise ValueError("give exactly one of `env` or `file`")
         if self.env is not None and not ENV_NAME_RE.match(self.env):
-            raise ValueError(f"{self.env!r} is not an environment variable name")
+            # never echo the value: someone may have pasted the key itself here
+            raise ValueError("env must name an environment variable (letters, digits, _)")
         if self.file is not None:
             _safe_path(self.file)
         return self

@@ -49,6 +49,9 @@ def load_yaml_with_lines(path: Path) -> tuple[Any, SourceMap]:
         mark = err.problem_mark or err.context_mark
         line = mark.line + 1 if mark else None
         problem = err.problem or err.context or "invalid YAML"
+        if err.context and err.context_mark and err.problem_mark \
+                and err.context_mark.line != err.problem_mark.line:
+            problem += f" ({err.context} that started on line {err.context_mark.line + 1})"
         raise InputError(f"YAML syntax error: {problem}", file=str(path), line=line) from None
     except yaml.YAMLError as err:
         raise InputError(f"YAML error: {err}", file=str(path)) from None
