@@ -1,0 +1,161 @@
+"""One JSON file per node holds everything the simulated hardware reports."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+import tempfile
+
+STATE_PATH = os.environ.get("ASCEND_SIM_STATE", "/etc/ascend-sim/state.json")
+SCHEMA = 1
+
+# A coherent set by the documented rules (FACTS.md / FORMATS.md §4): the firmware
+# version lies inside the driver's compatible_version_fw range and its
+# compatible_version_drv covers the driver; the toolkit's compatible_version lists the
+# driver's Innerversion C-code (C23). The driver file is a real 25.3.rc1 capture; the
+# firmware build and the CANN 8.5.1 inner version are the lab's own choice.
+DEFAULT_DRIVER: dict[str, str] = {
+    "Version": "25.3.rc1",
+    "ascendhal_version": "7.35.23",
+    "aicpu_version": "1.0",
+    "tdt_version": "1.0",
+    "log_version": "1.0",
+    "prof_version": "2.0",
+    "dvppkernels_version": "1.1",
+    "tsfw_version": "1.0",
+    "Innerversion": "V100R001C23SPC002B212",
+    "compatible_version": "[V100R001C19],[V100R001C20],[V100R001C21],[V100R001C22],[V100R001C23]",
+    "compatible_version_fw": "[7.0.0,8.9.9]",
+    "package_version": "25.3.rc1",
+}
+DEFAULT_FIRMWARE: dict[str, str] = {
+    "Version": "7.8.0.2.212",
+    "firmware_version": "1.0",
+    "package_version": "25.3.rc1",
+    "compatible_version_drv": "[24.1,24.1.],[25.0,25.0.],[25.2,25.2.],[25.3,25.3.]",
+}
+DEFAULT_TOOLKIT: dict[str, str] = {
+    "package_name": "Ascend-cann-toolkit",
+    "version": "8.5.1",
+    "innerversion": "V100R001C25SPC001B210",
+    "compatible_version": ("[V100R001C19],[V100R001C20],[V100R001C21],[V100R001C22],"
+                           "[V100R001C23],[V100R001C25]"),
+    "arch": "x86_64",
+    "os": "linux",
+    "path": "/usr/local/Ascend/ascend-toolkit/8.5.1/x86_64-linux",
+}
+DEFAULT_TOOLKIT_RUNNING = "8.5.1.1.220:8.5.1"
+
+# Per chip model: HBM (MB), AI core count (910B2/B1 have 24 cores, B3/B4 20).
+CHIPS: dict[str, dict] = {
+    "910B1": {"hbm_mb": 65536, "aicore_count": 24},
+    "910B2": {"hbm_mb": 65536, "aicore_count": 24},
+    "910B3": {"hbm_mb": 65536, "aicore_count": 20},
+    "910B4": {"hbm_mb": 32768, "aicore_count": 20},
+}
+
+# Bus ids of an Atlas 800 A2 (the 910B3 capture's order), extended past 8 if asked.
+A2_BUS_IDS = ("0000:C1:00.0", "0000:C2:00.0", "0000:81:00.0", "0000:82:00.0",
+              "0000:01:00.0", "0000:02:00.0", "0000:41:00.0", "0000:42:00.0")
+
+HEALTHY_ERROR_CODES: list[str] = []
+# A real Alarm set from the faultdiag capture (npu-smi_info_t_health.txt).
+ALARM_ERROR_CODES = ["A4025021", "8C03A000", "8C084E00"]
+ALARM_ERROR_INFO = [
+    "ascend_monitor adda heart beat lost error",
+    "node type=process-manager, sensor type=General Software, event state=The process "
+    "start failed or exit abnormally",
+    "node type=adda, sensor type=Heartbeat Sensor, event state=Heartbeat Lost.",
+]
+WARNING_ERROR_CODES = ["80E18402"]
+WARNING_ERROR_INFO = ["node type=HBM, sensor type=Memory, event state=single bit ECC error"]
+
+
+def _seeded(seed: str, n: int) -> list[int]:
+    digest = hashlib.sha256(seed.encode()).digest()
+    while len(digest) < n * 4:
+        digest += hashlib.sha256(digest).digest()
+    return [int.from_bytes(digest[i * 4:i * 4 + 4], "big") for i in range(n)]
+
+
+def default_state(*, node: str = "node0", chip: str = "910B3", npus: int = 8,
+                  cpus: int | None = None, iface_prefix: str = "eth") -> dict:
+    """The healthy state of one node: every value the simulated tools print."""
+    if chip not in CHIPS:
+        raise ValueError(f"unsupported chip {chip!r}; one of {', '.join(CHIPS)}")
+    info = CHIPS[chip]
+    ncpu = cpus or os.cpu_count() or 1
+    npu_list = []
+    for i in range(npus):
+        bus = A2_BUS_IDS[i] if i < len(A2_BUS_IDS) else f"0000:{0x90 + i:02X}:00.0"
+        words = _seeded(f"{node}/{i}", 10)
+        npu_list.append({
+            "id": i,
+            "bus_id": bus,
+            "health": "OK",
+            "error_codes": [],
+            "error_info": [],
+            "power": round(86.0 + (words[0] % 150) / 10, 1),
+            "temp": 39 + words[1] % 8,
+            "aicore_usage": 0,
+            "hbm_total": info["hbm_mb"],
+            "hbm_used": 3378 + words[2] % 12,
+            "hugepages_used": 0,
+            "hugepages_total": 0,
+            "serial": f"1025C9{words[3] % 1000000:06d}",
+            "vdie_id": " ".join(f"{w:08X}" for w in words[4:9]),
+            "ndie_id": " ".join(f"{w:08X}" for w in _seeded(f"ndie/{node}/{i}", 5)),
+            "tls": 0,
+            "net_health": None,
+            "cpu_affinity": f"0-{ncpu - 1}",
+            "hbm_temp": 35 + words[9] % 5,
+            "mcu_temp": 36 + words[9] % 4,
+        })
+    return {
+        "schema": SCHEMA,
+        "node": node,
+        "chip": chip,
+        "npu_smi_version": DEFAULT_DRIVER["Version"],
+        "aicore_count": info["aicore_count"],
+        "driver_loaded": True,
+        "visible_npus": npus,
+        "npus": npu_list,
+        "processes": [],
+        "driver": dict(DEFAULT_DRIVER),
+        "firmware": dict(DEFAULT_FIRMWARE),
+        "toolkit": dict(DEFAULT_TOOLKIT),
+        "toolkit_running": DEFAULT_TOOLKIT_RUNNING,
+        "roce": {"iface_prefix": iface_prefix},
+        "link_history": {str(i): [] for i in range(npus)},
+        "bios": {"sriov": False, "acs": False, "above4g": True},
+        "board": {"product_name": "IT21HMDC_Bin5", "model": "NA", "manufacturer": "Huawei",
+                  "board_id": 0x60, "pcb_id": "A", "bom_id": 1,
+                  "subsystem_vendor": 0x19E5, "subsystem_device": 0x3003},
+    }
+
+
+def load(path: str | None = None) -> dict:
+    with open(path or STATE_PATH) as handle:
+        return json.load(handle)
+
+
+def save(state: dict, path: str | None = None) -> None:
+    target = path or STATE_PATH
+    directory = os.path.dirname(target) or "."
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".state-")
+    with os.fdopen(fd, "w") as handle:
+        json.dump(state, handle, indent=1, sort_keys=True)
+        handle.write("\n")
+    os.replace(tmp, target)
+
+
+def visible(state: dict) -> list[dict]:
+    """The NPUs the driver reports (a `npu-missing` fault hides the last ones)."""
+    return state["npus"][: state.get("visible_npus", len(state["npus"]))]
+
+
+def clone(state: dict) -> dict:
+    return copy.deepcopy(state)
