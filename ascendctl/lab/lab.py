@@ -199,6 +199,9 @@ class Lab:
         hosts = {n.name: n.mgmt_ip for n in self.nodes}
         layers = [Path(p) for p in record["layers"]]
         for lab_n in self.nodes:
+            if lab_n.running:
+                # Never write into the upper layer of a mounted overlay.
+                continue
             lab_n.host_keys = provision.provision(
                 lab_n.upper, node=lab_n.name, rank=lab_n.rank, chip=chip, npus=npus_per_node,
                 device_ips=lab_n.device_ips, netmask=net.NETMASK,

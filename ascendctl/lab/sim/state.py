@@ -147,7 +147,7 @@ def save(state: dict, path: str | None = None) -> None:
     os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".state-")
     with os.fdopen(fd, "w") as handle:
-        json.dump(state, handle, indent=1, sort_keys=True)
+        json.dump(state, handle, indent=1)
         handle.write("\n")
     os.replace(tmp, target)
 
