@@ -1,0 +1,162 @@
+"""`ascendctl lab ...`: a simulated Ascend cluster of real Linux nodes on this machine."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from ascendctl.cli.options import json_option
+from ascendctl.exitcodes import EXIT_CODES_HELP
+
+DEFAULT_NAME = os.environ.get("ASCENDCTL_LAB_NAME", "lab")
+
+app = typer.Typer(
+    help="A simulated Ascend cluster: systemd-nspawn nodes with real systemd, sshd and "
+         "networks, simulated npu-smi/hccn_tool, fault injection. Needs root.",
+    no_args_is_help=True, epilog=EXIT_CODES_HELP)
+
+
+def _name_option() -> typer.models.OptionInfo:
+    return typer.Option(DEFAULT_NAME, "--name", envvar="ASCENDCTL_LAB_NAME",
+                        help="Lab name; labs with different names coexist.")
+
+
+def _progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _fault_help() -> str:
+    from ascendctl.lab.faults import describe
+
+    return "Inject a fault into NODE. KIND is one of:\n\n" + describe().replace("\n", "\n\n")
+
+
+@app.command("up")
+def up(nodes: int = typer.Option(2, "--nodes", help="Number of nodes."),
+       npus_per_node: int = typer.Option(8, "--npus-per-node", help="NPUs per node."),
+       chip: str = typer.Option("910B3", "--chip", help="910B1, 910B2, 910B3 or 910B4."),
+       name: str = _name_option(),
+       no_vllm: bool = typer.Option(False, "--no-vllm",
+                                    help="Boot from the base image only (no /opt/vllm)."),
+       as_json: bool = json_option()) -> None:
+    """Build (or reuse) the node image, boot the nodes, write the lab inventory."""
+    from ascendctl.console import print_json
+    from ascendctl.lab import Lab
+
+    lab = Lab(name).up(nodes=nodes, npus_per_node=npus_per_node, chip=chip,
+                       progress=_progress, with_vllm=not no_vllm)
+    if as_json:
+        print_json(lab.status())
+    else:
+        typer.echo(str(lab.inventory_path))
+
+
+@app.command("down")
+def down(name: str = _name_option()) -> None:
+    """Stop the nodes and remove everything `lab up` created."""
+    from ascendctl.lab import Lab
+
+    Lab(name).down(progress=_progress)
+
+
+@app.command("status")
+def status(name: str = _name_option(), as_json: bool = json_option()) -> None:
+    """Show the lab's nodes, addresses and system state."""
+    from ascendctl.console import print_json
+    from ascendctl.lab import Lab
+
+    data = Lab(name).status()
+    if as_json:
+        print_json(data)
+        return
+    if not data["up"]:
+        typer.echo(f"lab {name!r} is not up")
+        raise typer.Exit(1)
+    typer.echo(f"lab {data['name']} (index {data['index']}): {len(data['nodes'])} x "
+               f"{data['npus_per_node']} {data['chip']}; inventory {data['inventory']}")
+    for node in data["nodes"]:
+        faults = ", ".join(node["faults"]) or "-"
+        typer.echo(f"  {node['name']:<8} {node['mgmt_ip']:<15} {node['system']:<10} "
+                   f"faults: {faults}")
+
+
+@app.command("exec", context_settings={"allow_extra_args": True,
+                                       "ignore_unknown_options": True})
+def exec_(node: str = typer.Argument(..., help="Node name (node0, node1, ...)."),
+          command: List[str] = typer.Argument(..., help="Command and arguments (after --)."),
+          name: str = _name_option()) -> None:
+    """Run a command inside NODE (via nsenter, works even with sshd down)."""
+    from ascendctl.lab import Lab
+
+    proc = Lab(name).exec(node, list(command), check=False, timeout=None)
+    sys.stdout.write(proc.stdout)
+    sys.stderr.write(proc.stderr)
+    raise typer.Exit(proc.returncode)
+
+
+@app.command("fault")
+def fault(node: str = typer.Argument(..., help="Node name."),
+          kind: str = typer.Argument(..., help="Fault kind (see the list above)."),
+          value: Optional[str] = typer.Argument(None, help="Optional value (port, size, ...)."),
+          name: str = _name_option()) -> None:
+    from ascendctl.lab import Lab
+
+    typer.echo(Lab(name).fault(node, kind, value))
+
+
+@app.command("heal")
+def heal(node: Optional[str] = typer.Argument(None, help="Node name; all nodes if omitted."),
+         name: str = _name_option()) -> None:
+    """Undo every injected fault (on NODE or on all nodes)."""
+    from ascendctl.lab import Lab
+
+    healed = Lab(name).heal(node)
+    typer.echo("healed: " + ", ".join(healed))
+
+
+@app.command("model")
+def model(out: Path = typer.Option(..., "--out", help="Directory to write the model into."),
+          moe: bool = typer.Option(False, "--moe", help="Qwen3-MoE instead of dense Qwen3."),
+          as_json: bool = json_option()) -> None:
+    """Build a tiny Qwen3 checkpoint and tokenizer locally (no downloads)."""
+    from ascendctl.console import print_json
+    from ascendctl.lab.model import build_model
+
+    info = build_model(out, moe=moe)
+    if as_json:
+        print_json(info)
+    else:
+        typer.echo(f"{info['path']}: {info['architecture']}, {len(info['files'])} files, "
+                   f"{info['bytes']} bytes")
+
+
+@app.command("image")
+def image(rebuild: bool = typer.Option(False, "--rebuild", help="Rebuild every layer."),
+          no_vllm: bool = typer.Option(False, "--no-vllm", help="Base layer only."),
+          as_json: bool = json_option()) -> None:
+    """Build the node image (cached by recipe) and show the cached layers."""
+    from ascendctl.console import print_json
+    from ascendctl.lab.hostcmd import check_host
+    from ascendctl.lab.image import ensure_image, list_images
+
+    check_host()
+    ensure_image(_progress, rebuild=rebuild, with_vllm=not no_vllm)
+    layers = list_images()
+    if as_json:
+        print_json(layers)
+    else:
+        for layer in layers:
+            typer.echo(f"{layer['name']:<24} {'ready' if layer['complete'] else 'partial':<8} "
+                       f"{layer['path']}")
+
+
+def register(root: typer.Typer) -> None:
+    # The kinds list lives in a stdlib-only module, so building the help here is cheap.
+    for command in app.registered_commands:
+        if command.name == "fault":
+            command.help = _fault_help()
+    root.add_typer(app, name="lab")
