@@ -16,6 +16,7 @@ from ascendctl.errors import AscendctlError
 from ascendctl.exitcodes import EXIT_CODES_HELP, Exit
 
 COMMAND_MODULES: tuple[str, ...] = (
+    "lab",
     "inventory",
 )
 
