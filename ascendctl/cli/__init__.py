@@ -18,6 +18,8 @@ from ascendctl.exitcodes import EXIT_CODES_HELP, Exit
 COMMAND_MODULES: tuple[str, ...] = (
     "lab",
     "inventory",
+    "plan",
+    "render",
 )
 
 app = typer.Typer(

@@ -26,6 +26,8 @@ class Host:
     groups: tuple[str, ...]
     super_pod_id: int | None = None
     super_device_ids: tuple[int, ...] | None = None
+    numa_node: int | None = None
+    cpus: str | None = None
     env: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
     custom: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
@@ -134,6 +136,7 @@ class Inventory:
                     "groups": list(h.groups), "ssh": dump(h.ssh),
                     "super_pod_id": h.super_pod_id,
                     "super_device_ids": list(h.super_device_ids) if h.super_device_ids else None,
+                    "numa_node": h.numa_node, "cpus": h.cpus,
                     "env": h.env, "custom": h.custom,
                 }
                 for h in hosts

@@ -256,6 +256,7 @@ class _Builder:
                 super_pod_id=spec.super_pod_id,
                 super_device_ids=(tuple(spec.super_device_ids)
                                   if spec.super_device_ids is not None else None),
+                numa_node=spec.numa_node, cpus=spec.cpus,
                 env=dict(spec.env), custom=custom,
             ))
         hosts.sort(key=lambda h: h.rank)

@@ -294,7 +294,16 @@ class HostSpec(Section):
     ansible_ssh_private_key_file: Optional[str] = None
     ssh: Optional[dict[str, Any]] = None   # validated as SshSpec after merging
     env: dict[str, Any] = {}               # engine environment for this host only
+    numa_node: Optional[int] = Field(default=None, ge=0, le=63)  # launcher binds memory+CPUs
+    cpus: Optional[str] = None             # CPU list for the engine, e.g. "0-23,48-71"
     custom: dict[str, Any] = {}
+
+    @field_validator("cpus")
+    @classmethod
+    def _cpus(cls, value: Optional[str]) -> Optional[str]:
+        if value is not None and not re.match(r"^\d+(-\d+)?(,\d+(-\d+)?)*$", value):
+            raise ValueError("use a CPU list such as 0-23,48-71")
+        return value
 
     @field_validator("env")
     @classmethod

@@ -1,0 +1,54 @@
+"""`ascendctl plan`: will the model fit, with how much KV cache, and with which flags."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ascendctl.cli.options import inventory_option, json_option
+from ascendctl.exitcodes import EXIT_CODES_HELP
+
+
+def plan(inventory: Path = inventory_option(),
+         model_config: Optional[Path] = typer.Option(
+             None, "--model-config", help="A Hugging Face config.json (default: "
+             "model.config, <model.source>/config.json, then model.builtin_config)."),
+         as_json: bool = json_option()) -> None:
+    """Plan memory per NPU for the inventory's layout and rank the alternatives.
+
+    Prints weights, KV budget and maximum concurrent sequences at max_model_len per NPU,
+    the recommended layout and the vLLM flags it implies. Exits 1 when the inventory's
+    layout cannot fit (the numbers are printed first). Nothing is contacted.
+    """
+    from ascendctl.console import get_console, print_json
+    from ascendctl.inventory import load_inventory
+    from ascendctl.plan import plan_inventory, refusal_message
+    from ascendctl.plan.flags import engine_flags
+    from ascendctl.plan.planner import PlanRefused
+    from ascendctl.plan.report import print_plan
+
+    inv = load_inventory(inventory, check_files=False)
+    result = plan_inventory(inv, model_config_path=model_config)
+    rec = result.recommended
+    flags = {}
+    for key, layout_plan in (("requested", result.requested), ("recommended", rec)):
+        if layout_plan is not None:
+            flags[key] = engine_flags(inv.serving, inv.model, layout_plan.layout,
+                                      checkpoint_dtype=result.model.torch_dtype)
+    if as_json:
+        print_json(result.as_dict() | {"flags": flags})
+    else:
+        console = get_console()
+        print_plan(result, console)
+        if rec is not None:
+            import shlex
+
+            console.print("flags: " + shlex.join(flags["recommended"]), markup=False)
+    if not result.requested.fits:
+        raise PlanRefused(refusal_message(result), result)
+
+
+def register(root: typer.Typer) -> None:
+    root.command("plan", epilog=EXIT_CODES_HELP)(plan)

@@ -1,0 +1,104 @@
+"""The planner's view of an inventory: model config, workload and the requested layout."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from ascendctl.errors import InputError
+from ascendctl.inventory import Inventory
+from ascendctl.plan import memory as mem
+from ascendctl.plan.builtin import builtin_config
+from ascendctl.plan.layout import Layout
+from ascendctl.plan.modelcfg import ModelConfig, load_model_config
+from ascendctl.plan.planner import Plan, PlanRefused, Workload, make_plan, refusal_message
+from ascendctl.plan.pp_split import PARTITION_ENV
+
+MTP_METHODS = ("mtp",)
+
+
+def resolve_model_config(inv: Inventory, override: str | os.PathLike[str] | None = None
+                         ) -> ModelConfig:
+    """--model-config, then model.config, then <model.source>/config.json, then the builtin."""
+    if override is not None:
+        return load_model_config(override)
+    model = inv.model
+    if model.config:
+        path = Path(os.path.expanduser(model.config))
+        if path.is_file():
+            return load_model_config(path)
+        if not model.builtin_config:
+            raise InputError(f"model.config {model.config} does not exist on this machine",
+                             file=str(inv.path), field="model.config")
+    if model.source:
+        candidate = Path(os.path.expanduser(model.source)) / "config.json"
+        if candidate.is_file():
+            return load_model_config(candidate)
+    if model.builtin_config:
+        return builtin_config(model.builtin_config)
+    raise InputError("no model config at hand: set model.builtin_config, model.config, or "
+                     "pass --model-config config.json", file=str(inv.path), field="model")
+
+
+def engine_env_overrides(inv: Inventory) -> dict[str, str]:
+    """serving.env then the head's env: what the engine sees for planner-relevant keys."""
+    env = dict(inv.serving.env)
+    env.update(inv.head.env)
+    return env
+
+
+def speculative(inv: Inventory) -> tuple[bool, int]:
+    spec: dict[str, Any] = inv.serving.speculative_config or {}
+    method = str(spec.get("method") or "")
+    tokens = int(spec.get("num_speculative_tokens") or 0)
+    return any(m in method for m in MTP_METHODS), tokens
+
+
+def workload(inv: Inventory) -> Workload:
+    serving, cluster = inv.serving, inv.cluster
+    env = engine_env_overrides(inv)
+    try:
+        buffsize = int(env.get("HCCL_BUFFSIZE", mem.HCCL_BUFFSIZE_MB_DEFAULT))
+    except ValueError:
+        raise InputError(f"HCCL_BUFFSIZE={env['HCCL_BUFFSIZE']!r} is not a number of MB",
+                         file=str(inv.path), field="serving.env.HCCL_BUFFSIZE") from None
+    mtp, num_spec = speculative(inv)
+    return Workload(
+        hbm_bytes=cluster.hbm_per_npu_gib * mem.GIB,
+        gpu_memory_utilization=serving.gpu_memory_utilization,
+        max_model_len=serving.max_model_len,
+        max_num_seqs=serving.max_num_seqs,
+        max_num_batched_tokens=serving.max_num_batched_tokens or mem.DEFAULT_BATCHED_TOKENS,
+        dtype=inv.model.dtype,
+        quantization=inv.model.quantization,
+        mtp=mtp, num_speculative_tokens=num_spec,
+        hccl_buffsize_mb=buffsize,
+        pp_partition=env.get(PARTITION_ENV),
+        watchdog_threshold=serving.hbm_watchdog_threshold,
+        npus_per_node=cluster.npus_per_node,
+        chip=cluster.chip,
+    )
+
+
+def requested_layout(inv: Inventory) -> Layout:
+    s = inv.serving
+    return Layout(mode=s.mode, nodes=len(inv.hosts), tp=s.tensor_parallel_size,
+                  pp=s.pipeline_parallel_size, dp=s.data_parallel_size,
+                  dp_local=s.dp_local if s.mode == "dp" else 1,
+                  expert_parallel=s.enable_expert_parallel)
+
+
+def plan_inventory(inv: Inventory, *, model_config: ModelConfig | None = None,
+                   model_config_path: str | os.PathLike[str] | None = None) -> Plan:
+    """Plan the inventory's own layout, rank the alternatives, never raise on a misfit."""
+    cfg = model_config or resolve_model_config(inv, model_config_path)
+    return make_plan(cfg, requested_layout(inv), workload(inv))
+
+
+def check_inventory(inv: Inventory, **kwargs: Any) -> Plan:
+    """Like plan_inventory, but raise PlanRefused (exit 1) when the layout cannot fit."""
+    plan = plan_inventory(inv, **kwargs)
+    if not plan.requested.fits:
+        raise PlanRefused(refusal_message(plan), plan)
+    return plan

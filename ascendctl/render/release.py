@@ -1,0 +1,202 @@
+"""Render a release: every file each node needs, and the cluster-level files.
+
+Pure: takes the inventory (plus values discovered on the nodes and secrets the caller
+resolved) and returns bytes. The same input always gives byte-identical output.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ascendctl.errors import InputError
+from ascendctl.inventory import Host, Inventory
+from ascendctl.render import timeouts
+from ascendctl.render.engine import (
+    data_parallel_ranks, engine_argv, engine_environment, ray_argv,
+)
+from ascendctl.render.envfile import format_env_file
+from ascendctl.render.files import REDACTED, RenderedFile, release_dir
+from ascendctl.render.jinja import render_template
+from ascendctl.render.ranktable import build_rank_table, rank_table_json
+
+ENGINE_UNIT = "ascendctl-engine.service"
+RAY_UNIT = "ascendctl-ray.service"
+EXPORTER_UNIT = "ascendctl-exporter.service"
+WATCHDOG_UNIT = "ascendctl-watchdog.service"
+SECRET_ENV_KEY = "VLLM_API_KEY"
+WATCHDOG_INTERVAL_S = 5
+WATCHDOG_CONSECUTIVE = 3
+
+
+def _json(data: Any) -> bytes:
+    return (json.dumps(data, indent=2) + "\n").encode()
+
+
+def detect_checkpoint_dtype(inv: Inventory) -> str | None:
+    """The dtype the checkpoint declares, when its config is at hand (decides --dtype)."""
+    from ascendctl.plan.inventory_plan import resolve_model_config
+
+    try:
+        return resolve_model_config(inv).torch_dtype
+    except InputError:
+        return None
+
+
+def _launcher_config(inv: Inventory, host: Host, release: str, release_id: str,
+                     argv: list[str], *, kind: str, headless: bool) -> dict[str, Any]:
+    s = inv.serving
+    config: dict[str, Any] = {
+        "kind": kind,
+        "argv": argv,
+        "env_file": f"{release}/engine.env",
+        "secrets_file": f"{release}/secrets.env" if s.api_key is not None else None,
+        "cluster": inv.cluster.name,
+        "node": host.name,
+        "rank": host.rank,
+        "headless": headless,
+        "mode": s.mode,
+        "release": release_id,
+        "release_dir": release,
+        "cpus": host.cpus,
+        "numa_node": host.numa_node,
+        "startup_timeout_s": s.startup_timeout,
+        "stop_grace_s": timeouts.STOP_GRACE_S,
+    }
+    if kind == "engine" and s.mode == "dp":
+        config["data_parallel_ranks"] = list(data_parallel_ranks(inv)[host.name])
+    if kind == "engine" and host.is_head:
+        config["ready_url"] = f"http://127.0.0.1:{s.port}/v1/models"
+    return config
+
+
+def render_node(inv: Inventory, host: Host, *, release_id: str,
+                secrets: Mapping[str, str] | None = None, nic: str | None = None,
+                rank_table: bytes, checkpoint_dtype: str | None) -> list[RenderedFile]:
+    s = inv.serving
+    release = release_dir(inv.deploy.root, release_id)
+    files: list[RenderedFile] = []
+    unit_context = {
+        "cluster": inv.cluster.name, "release_id": release_id, "release": release,
+        "host": host, "python": inv.deploy.python, "startup_timeout": s.startup_timeout,
+        "stop_grace": timeouts.STOP_GRACE_S, "restart_sec": timeouts.RESTART_SEC,
+        "start_limit_burst": timeouts.START_LIMIT_BURST,
+        "start_limit_interval": timeouts.start_limit_interval_s(inv),
+    }
+
+    env = engine_environment(inv, host, release, nic=nic)
+    files.append(RenderedFile("engine.env", format_env_file(
+        env, f"ascendctl engine environment for {host.name} (release {release_id})").encode()))
+    if s.api_key is not None:
+        value = (secrets or {}).get("api_key")
+        text = format_env_file([(SECRET_ENV_KEY, value if value is not None else REDACTED)],
+                               "ascendctl secrets: mode 0600, never logged")
+        files.append(RenderedFile("secrets.env", text.encode(), 0o600, secret=True))
+    files.append(RenderedFile("hccl.json", rank_table))
+
+    argv = engine_argv(inv, host, release, checkpoint_dtype=checkpoint_dtype)
+    headless = argv is not None and "--headless" in argv
+    restarted = ENGINE_UNIT
+    if argv is not None:
+        files.append(RenderedFile("engine.json", _json(_launcher_config(
+            inv, host, release, release_id, argv, kind="engine", headless=headless))))
+        files.append(RenderedFile(f"units/{ENGINE_UNIT}", render_template(
+            "systemd/ascendctl-engine.service.j2", headless=headless,
+            ray=s.mode == "ray", **unit_context).encode()))
+    ray = ray_argv(inv, host)
+    if ray is not None:
+        files.append(RenderedFile("ray.json", _json(_launcher_config(
+            inv, host, release, release_id, ray, kind="ray", headless=False))))
+        files.append(RenderedFile(f"units/{RAY_UNIT}", render_template(
+            "systemd/ascendctl-ray.service.j2", **unit_context).encode()))
+        if argv is None:
+            restarted = RAY_UNIT
+
+    exporter = {
+        "listen_address": "0.0.0.0",
+        "port": inv.deploy.exporter_port,
+        "cluster": inv.cluster.name,
+        "node": host.name,
+        "rank": host.rank,
+        "chip": inv.cluster.chip,
+        "npus": list(range(inv.cluster.npus_per_node)),
+        "hbm_per_npu_mb": inv.cluster.hbm_per_npu_gib * 1024,
+        "metric_prefix": "npu_chip_info_",
+    }
+    files.append(RenderedFile("exporter.json", _json(exporter)))
+    files.append(RenderedFile(f"units/{EXPORTER_UNIT}", render_template(
+        "systemd/ascendctl-exporter.service.j2", port=inv.deploy.exporter_port,
+        **unit_context).encode()))
+
+    watchdog = {
+        "unit": restarted,
+        "threshold": s.hbm_watchdog_threshold,
+        "interval_s": WATCHDOG_INTERVAL_S,
+        "consecutive": WATCHDOG_CONSECUTIVE,
+        # HBM climbs to the KV budget while the engine starts: never act before then
+        "grace_after_start_s": s.startup_timeout,
+        "restart_timeout_s": timeouts.STOP_GRACE_S + s.startup_timeout,
+        "npus": list(range(inv.cluster.npus_per_node)),
+        "cluster": inv.cluster.name,
+        "node": host.name,
+        "rank": host.rank,
+    }
+    files.append(RenderedFile("watchdog.json", _json(watchdog)))
+    files.append(RenderedFile(f"units/{WATCHDOG_UNIT}", render_template(
+        "systemd/ascendctl-watchdog.service.j2", unit=restarted,
+        threshold_pct=round(s.hbm_watchdog_threshold * 100, 1), **unit_context).encode()))
+    return sorted(files, key=lambda f: f.path)
+
+
+def render_release(inv: Inventory, *, release_id: str,
+                   secrets: Mapping[str, str] | None = None,
+                   nics: Mapping[str, str] | None = None,
+                   device_ips: Mapping[str, Sequence[str]] | None = None,
+                   checkpoint_dtype: Any = ...,
+                   ) -> dict[str, list[RenderedFile]]:
+    """Every node's release files, keyed by host name (rank order).
+
+    `secrets`: {"api_key": value} resolved by the caller; without it secrets.env holds a
+    placeholder. `nics` / `device_ips`: values discovered on the nodes for hosts whose
+    inventory leaves them out. `checkpoint_dtype`: the checkpoint's torch_dtype (None =
+    unknown, always pass --dtype); by default read from the model config when at hand.
+    Raises InputError for incoherent timeouts."""
+    timeouts.check_timeouts(inv)
+    dtype = detect_checkpoint_dtype(inv) if checkpoint_dtype is ... else checkpoint_dtype
+    table = rank_table_json(build_rank_table(inv, device_ips=device_ips))
+    return {host.name: render_node(inv, host, release_id=release_id, secrets=secrets,
+                                   nic=(nics or {}).get(host.name), rank_table=table,
+                                   checkpoint_dtype=dtype)
+            for host in inv.hosts}
+
+
+def render_cluster(inv: Inventory) -> list[RenderedFile]:
+    """Cluster-level files: the head's nginx site and the Prometheus config and rules."""
+    s = inv.serving
+    ident = inv.cluster.name.replace("-", "_").replace(".", "_")
+    files = []
+    if s.proxy.enabled:
+        files.append(RenderedFile("nginx/ascendctl.conf", render_template(
+            "nginx/ascendctl.conf.j2", cluster=inv.cluster.name, ident=ident,
+            upstream=f"127.0.0.1:{s.port}", listen_port=s.proxy.port,
+            stream_timeout=max(3600, s.startup_timeout)).encode()))
+    rules = "ascendctl-rules.yml"
+    files.append(RenderedFile("prometheus/prometheus.yml", render_template(
+        "prometheus/prometheus.yml.j2", cluster=inv.cluster.name, rules_file=rules,
+        engine_target=f"{inv.head.address}:{s.port}", head=inv.head.name,
+        exporter_targets=[{"address": f"{h.address}:{inv.deploy.exporter_port}",
+                           "node": h.name, "rank": str(h.rank)} for h in inv.hosts]
+    ).encode()))
+    ttft = inv.slo.max_p99_ttft_ms
+    files.append(RenderedFile(f"prometheus/{rules}", render_template(
+        "prometheus/alerts.yml.j2", cluster=inv.cluster.name,
+        hbm_threshold=s.hbm_watchdog_threshold, kv_threshold=0.95,
+        queue_threshold=s.max_num_seqs * s.data_parallel_size,
+        ttft_slo_s=None if ttft is None else round(ttft / 1000, 6),
+        ttft_slo_ms=ttft if ttft is None else format(ttft, "g")).encode()))
+    return files
+
+
+def render_warnings(inv: Inventory) -> list[str]:
+    return timeouts.check_timeouts(inv)
