@@ -6,14 +6,23 @@ from pathlib import Path
 
 
 def build(*, name: str, chip: str, npus: int, roce_mtu: int, netmask: str, key: Path,
-          known_hosts: Path, nodes: list[dict]) -> dict:
+          known_hosts: Path, nodes: list[dict], roce_gateway: str, model_dir: Path,
+          versions: dict[str, str], engine: str) -> dict:
     return {
         "all": {
             "vars": {
                 "cluster": {"name": name, "chip": chip, "npus_per_node": npus,
-                            "roce": {"netmask": netmask, "mtu": roce_mtu}},
+                            "roce": {"netmask": netmask, "mtu": roce_mtu, "tls": False,
+                                     "gateway": roce_gateway, "netdetect": roce_gateway}},
                 "ssh": {"user": "root", "port": 22, "private_key": str(key),
                         "known_hosts": str(known_hosts), "host_key_checking": "strict"},
+                "model": {"name": "ascendctl-lab/tiny-qwen3", "source": str(model_dir),
+                          "dtype": "bfloat16", "served_name": "tiny"},
+                # One pipeline stage per node (vLLM's CPU build runs PP across nodes).
+                "serving": {"mode": "mp", "engine": engine, "port": 8000,
+                            "tensor_parallel_size": 1, "pipeline_parallel_size": len(nodes),
+                            "max_model_len": 256},
+                "versions": versions,
             },
             "children": {
                 "nodes": {

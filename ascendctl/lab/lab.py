@@ -134,6 +134,11 @@ class Lab:
         return self.state_dir / "inventory.yaml"
 
     @property
+    def model_dir(self) -> Path:
+        """The lab's tiny model (built at `lab up`; the inventory's model.source)."""
+        return self.state_dir / "model"
+
+    @property
     def ssh_key(self) -> Path:
         return self.state_dir / "ssh" / "id_ed25519"
 
@@ -218,6 +223,10 @@ class Lab:
             self._start_node(lab_n, layers)
         self._wait_nodes_ready(self.nodes, say)
         self._write_known_hosts()
+        if not (self.model_dir / "model.safetensors.index.json").exists():
+            from ascendctl.lab.model import build_model
+
+            build_model(self.model_dir)
         self._write_inventory()
         say(f"lab {self.name!r} ready in {time.monotonic() - started:.1f}s; "
             f"inventory: {self.inventory_path}")
@@ -282,7 +291,12 @@ class Lab:
         data = inventory.build(
             name=self.name, chip=self.chip, npus=self.npus_per_node,
             roce_mtu=int(self._load()["roce_mtu"]), netmask=net.NETMASK,  # type: ignore[index]
-            key=self.ssh_key, known_hosts=self.known_hosts,
+            key=self.ssh_key, known_hosts=self.known_hosts, roce_gateway=self.net.roce_host_ip,
+            model_dir=self.model_dir, engine=f"{lab_image.VLLM_DIR}/bin/vllm",
+            versions={"driver": sim_state.DEFAULT_DRIVER["Version"],
+                      "firmware": sim_state.DEFAULT_FIRMWARE["Version"],
+                      "cann": sim_state.DEFAULT_TOOLKIT["version"], "python": "3.11",
+                      "vllm": lab_image.VLLM_VERSION},
             nodes=[{"name": n.name, "rank": n.rank, "mgmt_ip": n.mgmt_ip,
                     "nic": net.MGMT_IFNAME, "device_ips": n.device_ips} for n in self.nodes])
         inventory.write(self.inventory_path, data)

@@ -1,0 +1,55 @@
+"""Shared fixtures: the simulated cluster for tests marked `lab`.
+
+The only allowed skip is "this machine cannot run the lab" (not root, no
+systemd-nspawn, ...); with ASCENDCTL_REQUIRE_LAB=1 (set by .ci/run) that is a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+import pytest
+
+
+def require_lab() -> None:
+    """Skip (or fail under ASCENDCTL_REQUIRE_LAB=1) when this machine cannot run the lab."""
+    from ascendctl.lab.hostcmd import host_can_run_lab
+
+    ok, reason = host_can_run_lab()
+    if ok:
+        return
+    if os.environ.get("ASCENDCTL_REQUIRE_LAB") == "1":
+        pytest.fail(f"ASCENDCTL_REQUIRE_LAB=1 but this machine cannot run the lab: {reason}",
+                    pytrace=False)
+    pytest.skip(f"this machine cannot run the lab: {reason}")
+
+
+def unique_lab_name(prefix: str = "t") -> str:
+    return f"{prefix}{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
+@pytest.fixture(scope="session")
+def lab_factory():
+    """`make(nodes=N, npus_per_node=8, chip="910B3") -> Lab`: a lab of its own, with a
+    unique name, taken down at the end of the session."""
+    created = []
+
+    def make(nodes: int = 2, npus_per_node: int = 8, chip: str = "910B3"):
+        require_lab()
+        from ascendctl.lab import Lab
+
+        lab = Lab(unique_lab_name())
+        created.append(lab)
+        return lab.up(nodes=nodes, npus_per_node=npus_per_node, chip=chip)
+
+    yield make
+    for lab in created:
+        lab.down()
+
+
+@pytest.fixture(scope="session")
+def lab(lab_factory):
+    """The session's shared 2-node lab (8 x 910B3 each). Tests that inject faults heal
+    them before they finish."""
+    return lab_factory(2)
