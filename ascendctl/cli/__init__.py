@@ -20,6 +20,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "inventory",
     "plan",
     "render",
+    "weights",
 )
 
 app = typer.Typer(
