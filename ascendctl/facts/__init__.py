@@ -11,6 +11,7 @@ from ascendctl.facts.gather import (
     GatherParamsError,
     Section,
     build_gather_script,
+    facts_from_outputs,
     parse_gather_output,
     plan_pings,
     split_sections,
@@ -19,5 +20,5 @@ from ascendctl.facts.node import NodeFacts, PathMtuProbe, Ping, RocePort
 
 __all__ = [
     "GatherOutputError", "GatherParams", "GatherParamsError", "NodeFacts", "PathMtuProbe", "Ping",
-    "RocePort", "Section", "build_gather_script", "parse_gather_output", "plan_pings", "split_sections",
+    "RocePort", "Section", "build_gather_script", "facts_from_outputs", "parse_gather_output", "plan_pings", "split_sections",
 ]

@@ -210,7 +210,7 @@ def build_gather_script(params: GatherParams, nonce: str | None = None) -> str:
     if params.model_path:
         job("df", f"p={q(params.model_path)}; while [ ! -e \"$p\" ] && [ \"$p\" != / ]; do "
                   f"p=$(dirname \"$p\"); done; echo \"path=$p\"; df -P -T -B1 \"$p\"")
-    job("ss", "ss -Hltn")
+    job("ss", "ss -Hltnp")
     if params.probe_host and params.probe_ports:
         ports = " ".join(str(int(p)) for p in params.probe_ports)
         job("probes", f"{q(params.python)} -c {q(_PY_PROBE)} {q(params.probe_host)} "
@@ -307,3 +307,20 @@ def parse_gather_output(text: str, *, host: str = "", sent_at: float | None = No
     """Turn the gather script's output into `NodeFacts`. `sent_at`/`received_at` are the
     controller's clock (epoch seconds) when the script was sent and its output received."""
     return build_node_facts(split_sections(text), host=host, sent_at=sent_at, received_at=received_at)
+
+
+def facts_from_outputs(outputs: Mapping[str, "str | tuple[str, int] | tuple[str, str, int]"], *,
+                       host: str = "", sent_at: float | None = None,
+                       received_at: float | None = None) -> NodeFacts:
+    """Build `NodeFacts` from per-section outputs (section name as in the gather script ->
+    stdout, or (stdout, rc), or (stdout, stderr, rc)). For callers that ran the commands
+    some other way, and for tests that feed captured tool output."""
+    sections: dict[str, Section] = {}
+    for name, value in outputs.items():
+        if isinstance(value, str):
+            sections[name] = Section(name, value, "", 0)
+        elif len(value) == 2:
+            sections[name] = Section(name, value[0], "", int(value[1]))
+        else:
+            sections[name] = Section(name, value[0], value[1], int(value[2]))
+    return build_node_facts(sections, host=host, sent_at=sent_at, received_at=received_at)
