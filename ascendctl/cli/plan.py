@@ -25,7 +25,7 @@ def plan(inventory: Path = inventory_option(),
     from ascendctl.console import get_console, print_json
     from ascendctl.inventory import load_inventory
     from ascendctl.plan import plan_inventory, refusal_message
-    from ascendctl.plan.flags import engine_flags
+    from ascendctl.plan.flags import engine_flags, launch_flags
     from ascendctl.plan.planner import PlanRefused
     from ascendctl.plan.report import print_plan
 
@@ -35,8 +35,9 @@ def plan(inventory: Path = inventory_option(),
     flags = {}
     for key, layout_plan in (("requested", result.requested), ("recommended", rec)):
         if layout_plan is not None:
-            flags[key] = engine_flags(inv.serving, inv.model, layout_plan.layout,
-                                      checkpoint_dtype=result.model.torch_dtype)
+            flags[key] = launch_flags(layout_plan.layout) + engine_flags(
+                inv.serving, inv.model, layout_plan.layout,
+                checkpoint_dtype=result.model.torch_dtype)
     if as_json:
         print_json(result.as_dict() | {"flags": flags})
     else:
@@ -45,7 +46,9 @@ def plan(inventory: Path = inventory_option(),
         if rec is not None:
             import shlex
 
-            console.print("flags: " + shlex.join(flags["recommended"]), markup=False)
+            console.print("vLLM flags for the recommended layout (the head's addresses and "
+                          "ports come from `ascendctl render`): "
+                          + shlex.join(flags["recommended"]), markup=False, soft_wrap=True)
     if not result.requested.fits:
         raise PlanRefused(refusal_message(result), result)
 

@@ -61,3 +61,15 @@ def engine_flags(serving: ServingSpec, model: ModelSpec, layout: Layout, *,
     if serving.additional_config:
         flags += ["--additional-config", json_arg(serving.additional_config)]
     return flags + list(serving.extra_args)
+
+
+def launch_flags(layout: Layout) -> list[str]:
+    """The launch-mode flags a layout adds on the head (addresses and ports omitted)."""
+    if layout.mode == "dp":
+        return ["--data-parallel-size", str(layout.dp),
+                "--data-parallel-size-local", str(layout.dp_local)]
+    if layout.mode == "ray":
+        return ["--distributed-executor-backend", "ray"]
+    if layout.nodes > 1:
+        return ["--distributed-executor-backend", "mp", "--nnodes", str(layout.nodes)]
+    return []

@@ -44,7 +44,7 @@ def print_plan(plan: Plan, console) -> None:
 
     work = plan.workload
     console.print(f"model: {plan.model.name} ({plan.model.describe()}; "
-                  f"{plan.params / 1e9:.1f}B parameters) as {work.quantization}"
+                  f"{plan.params / 1e9:.1f}B parameters with MTP) as {work.quantization}"
                   f"/{work.dtype}")
     console.print(f"hardware: {work.chip}, {work.hbm_bytes / GIB:.0f} GiB HBM per NPU, "
                   f"{work.npus_per_node} NPUs per node; gpu-memory-utilization "
@@ -62,7 +62,7 @@ def print_plan(plan: Plan, console) -> None:
         console.print(f"warning: {warning}")
 
     table = Table(title="layouts on these nodes (best first)", title_justify="left")
-    for col in ("layout", "fits", "weights", "KV budget", "max seqs"):
+    for col in ("layout", "fits", "weights/NPU", "KV budget/NPU", "max seqs (all replicas)"):
         table.add_column(col, justify="left" if col == "layout" else "right")
     for cand in sorted(plan.candidates, key=rank_key, reverse=True):
         table.add_row(cand.layout.describe(), "yes" if cand.fits else "no",

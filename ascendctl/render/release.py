@@ -28,6 +28,7 @@ WATCHDOG_UNIT = "ascendctl-watchdog.service"
 SECRET_ENV_KEY = "VLLM_API_KEY"
 WATCHDOG_INTERVAL_S = 5
 WATCHDOG_CONSECUTIVE = 3
+EXPORTER_LISTEN = "0.0.0.0"
 
 
 def _json(data: Any) -> bytes:
@@ -62,7 +63,7 @@ def _launcher_config(inv: Inventory, host: Host, release: str, release_id: str,
         "cpus": host.cpus,
         "numa_node": host.numa_node,
         "startup_timeout_s": s.startup_timeout,
-        "stop_grace_s": timeouts.STOP_GRACE_S,
+        "stop_grace_seconds": timeouts.STOP_GRACE_S,
     }
     if kind == "engine" and s.mode == "dp":
         config["data_parallel_ranks"] = list(data_parallel_ranks(inv)[host.name])
@@ -113,34 +114,21 @@ def render_node(inv: Inventory, host: Host, *, release_id: str,
         if argv is None:
             restarted = RAY_UNIT
 
-    exporter = {
-        "listen_address": "0.0.0.0",
-        "port": inv.deploy.exporter_port,
-        "cluster": inv.cluster.name,
-        "node": host.name,
-        "rank": host.rank,
-        "chip": inv.cluster.chip,
-        "npus": list(range(inv.cluster.npus_per_node)),
-        "hbm_per_npu_mb": inv.cluster.hbm_per_npu_gib * 1024,
-        "metric_prefix": "npu_chip_info_",
-    }
-    files.append(RenderedFile("exporter.json", _json(exporter)))
     files.append(RenderedFile(f"units/{EXPORTER_UNIT}", render_template(
         "systemd/ascendctl-exporter.service.j2", port=inv.deploy.exporter_port,
+        exporter_argv=[inv.deploy.python, "-m", "ascendctl_runtime.exporter", "--listen",
+                       EXPORTER_LISTEN, "--port", str(inv.deploy.exporter_port)],
         **unit_context).encode()))
 
+    # The keys ascendctl_runtime.watchdog reads (it rejects unknown ones).
     watchdog = {
         "unit": restarted,
         "threshold": s.hbm_watchdog_threshold,
-        "interval_s": WATCHDOG_INTERVAL_S,
+        "interval_seconds": WATCHDOG_INTERVAL_S,
         "consecutive": WATCHDOG_CONSECUTIVE,
         # HBM climbs to the KV budget while the engine starts: never act before then
-        "grace_after_start_s": s.startup_timeout,
-        "restart_timeout_s": timeouts.STOP_GRACE_S + s.startup_timeout,
-        "npus": list(range(inv.cluster.npus_per_node)),
-        "cluster": inv.cluster.name,
-        "node": host.name,
-        "rank": host.rank,
+        "startup_grace_seconds": s.startup_timeout,
+        "cooldown_seconds": s.startup_timeout + timeouts.STOP_GRACE_S,
     }
     files.append(RenderedFile("watchdog.json", _json(watchdog)))
     files.append(RenderedFile(f"units/{WATCHDOG_UNIT}", render_template(

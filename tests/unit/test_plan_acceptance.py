@@ -1,0 +1,175 @@
+"""Issue 5 acceptance: Qwen3.5-397B-A17B on Atlas 800 A2 nodes (64 GB per NPU)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+from ascendctl.exitcodes import Exit
+from ascendctl.plan import PlanRefused, check_inventory, plan_inventory
+from ascendctl.plan.memory import GIB
+from ascendctl.render import render_release
+from tests.unit.test_plan_inventories import EXAMPLE, make_inventory, model, serving, set_nodes
+from tests.unit.test_plan_model import TINY_QWEN3
+
+# FACTS.md "The reference deployment", node 0, verbatim (MODEL and $local_ip substituted).
+RECIPE_NODE0 = (
+    "vllm serve MODEL --host 0.0.0.0 --port 8000 --data-parallel-size 2 "
+    "--api-server-count 2 --data-parallel-size-local 1 --data-parallel-address $local_ip "
+    "--data-parallel-rpc-port 13389 --tensor-parallel-size 8 --enable-expert-parallel "
+    "--max-num-seqs 16 --max-model-len 32768 --max-num-batched-tokens 4096 "
+    "--gpu-memory-utilization 0.9 --no-enable-prefix-caching --quantization ascend "
+    "--trust-remote-code --served-model-name qwen3.5 "
+    "--speculative-config '{\"method\": \"qwen3_5_mtp\", \"num_speculative_tokens\": 3}' "
+    "--compilation-config '{\"cudagraph_mode\":\"FULL_DECODE_ONLY\"}' "
+    "--additional-config '{\"enable_cpu_binding\":true, "
+    "\"multistream_overlap_shared_expert\": true}'"
+)
+JSON_FLAGS = {"--speculative-config", "--compilation-config", "--additional-config"}
+MODEL_DIR = "/var/lib/ascendctl/releases/r1/model"
+NODE0_IP, NODE1_IP = "198.18.100.10", "198.18.100.11"
+
+
+def options(argv: list[str]) -> list[tuple[str, object]]:
+    """(flag, value) pairs in order; JSON values parsed so spacing does not matter."""
+    out, i = [], 0
+    while i < len(argv):
+        flag = argv[i]
+        if i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+            value = argv[i + 1]
+            out.append((flag, json.loads(value) if flag in JSON_FLAGS else value))
+            i += 2
+        else:
+            out.append((flag, None))
+            i += 1
+    return out
+
+
+def recipe(node_ip: str) -> list[str]:
+    return shlex.split(RECIPE_NODE0.replace("MODEL", MODEL_DIR).replace("$local_ip", node_ip))
+
+
+def engine_argv(files) -> list[str]:
+    return json.loads(next(f for f in files if f.path == "engine.json").content)["argv"]
+
+
+def test_w8a8_on_two_a2_fits_with_dp2_tp8_ep_and_shows_the_numbers(tmp_path):
+    inv = make_inventory(tmp_path)
+    plan = check_inventory(inv)          # raises if it does not fit
+    req = plan.requested
+    assert (req.layout.dp, req.layout.tp, req.layout.expert_parallel, req.layout.ep_size) \
+        == (2, 8, True, 16)
+    # weights per NPU: 393B expert params in int8 over 16 NPUs plus the bf16 rest
+    assert 20 * GIB < req.weights_per_npu < 30 * GIB
+    assert req.kv_budget_per_npu > 15 * GIB
+    assert req.workload.max_model_len == 32768
+    assert req.max_seqs_per_replica >= 16
+    assert req.max_seqs_total == 2 * req.max_seqs_per_replica
+    # the recommendation is the recipe's own layout
+    assert plan.recommended.layout == req.layout
+
+
+def test_w8a8_rendered_command_lines_match_the_recipe(tmp_path):
+    inv = make_inventory(tmp_path)
+    nodes = render_release(inv, release_id="r1")
+    node0, node1 = engine_argv(nodes["node0"]), engine_argv(nodes["node1"])
+    assert options(node0) == options(recipe(NODE0_IP))
+    expected1 = [o for o in options(recipe(NODE1_IP)) if o[0] != "--api-server-count"]
+    expected1 = [("--data-parallel-address", NODE0_IP) if o[0] == "--data-parallel-address"
+                 else o for o in expected1]
+    expected1 += [("--headless", None), ("--data-parallel-start-rank", "1")]
+    assert sorted(options(node1), key=repr) == sorted(expected1, key=repr)
+
+
+def test_bf16_on_two_a2_is_refused_with_the_numbers(tmp_path):
+    inv = make_inventory(tmp_path, lambda d: model(d).update(quantization="none"))
+    with pytest.raises(PlanRefused) as caught:
+        check_inventory(inv)
+    err = caught.value
+    assert err.exit_code == Exit.FAILED
+    message = str(err)
+    assert "GiB" in message and "max_num_seqs 16" in message
+    assert "Needs 4 nodes" in message
+    plan = err.plan
+    assert plan.requested.weights_per_npu > 45 * GIB
+    assert plan.requested.max_seqs_per_replica < 16
+    assert plan.recommended is None and plan.scale_out.layout.nodes == 4
+
+
+def test_bf16_on_four_a2_fits(tmp_path):
+    def four(data):
+        set_nodes(data, 4)
+        serving(data)["data_parallel_size"] = 4
+        model(data)["quantization"] = "none"
+
+    plan = check_inventory(make_inventory(tmp_path, four))
+    assert plan.requested.layout.ep_size == 32
+    assert plan.requested.max_seqs_per_replica >= 16
+
+
+def test_cli_prints_the_table_and_exits_1_on_refusal(tmp_path):
+    make_inventory(tmp_path, lambda d: model(d).update(quantization="none"))
+    result = subprocess.run([sys.executable, "-m", "ascendctl", "plan", "-i",
+                             str(tmp_path / "inventory.yaml")],
+                            capture_output=True, text=True, env={"ASCENDCTL_PLAIN": "1",
+                                                                 "PATH": "/usr/bin:/bin"})
+    assert result.returncode == 1, result.stderr
+    assert "DOES NOT FIT" in result.stdout and "KV budget" in result.stdout
+    assert "max sequences at 32768 tokens" in result.stdout
+    assert result.stderr.startswith("error: ") and "Needs 4 nodes" in result.stderr
+
+
+def test_cli_json_for_the_example():
+    result = subprocess.run([sys.executable, "-m", "ascendctl", "plan", "-i", str(EXAMPLE),
+                             "--json"], capture_output=True, text=True, check=True)
+    data = json.loads(result.stdout)
+    assert data["requested"]["fits"] is True
+    stage = data["requested"]["stages"][0]
+    assert stage["kv_budget_bytes"] > 0 and stage["max_sequences"] >= 16
+    assert data["flags"]["recommended"][:4] == ["--data-parallel-size", "2",
+                                               "--data-parallel-size-local", "1"]
+
+
+def test_too_high_gpu_memory_utilization_is_refused(tmp_path):
+    inv = make_inventory(tmp_path, lambda d: serving(d).update(gpu_memory_utilization=0.97))
+    plan = plan_inventory(inv)
+    assert not plan.requested.fits
+    assert any("vLLM refuses to start" in p for p in plan.requested.problems)
+
+
+def test_lab_tiny_model_plans_from_its_config_json(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps(TINY_QWEN3))
+
+    def lab(data):
+        set_nodes(data, 2)
+        m = model(data)
+        m.update(quantization="none", source=str(tmp_path), builtin_config=None)
+        serving(data).update(mode="mp", tensor_parallel_size=1, pipeline_parallel_size=2,
+                             data_parallel_size=1, data_parallel_size_local=None,
+                             enable_expert_parallel=False, api_server_count=None,
+                             max_model_len=256, speculative_config=None)
+
+    plan = plan_inventory(make_inventory(tmp_path, lab))
+    assert plan.model.num_layers == 2
+    assert [s.layers for s in plan.requested.stages] == [(0, 1), (1, 2)]
+    assert plan.requested.fits
+
+
+def test_qwen3_235b_on_one_a2(tmp_path):
+    def one_node(data):
+        set_nodes(data, 1)
+        model(data).update(builtin_config="qwen3-235b-a22b", quantization="w8a8")
+        serving(data).update(data_parallel_size=1, api_server_count=None,
+                             speculative_config=None, max_num_seqs=8)
+
+    plan = plan_inventory(make_inventory(tmp_path, one_node))
+    assert plan.model.num_layers == 94
+    assert plan.requested.fits
+    assert plan.requested.layout.ep_size == 8
+    # 94 layers x (K + V) x 1 of 4 KV heads per TP8 rank x 128 x 2 bytes x 32768 tokens
+    assert plan.requested.stages[0].sequence["kv"] == 94 * 2 * 128 * 2 * 32768
+    assert 8 <= plan.requested.max_seqs_per_replica < 16
