@@ -132,8 +132,8 @@ class BoardInfo:
 def parse_board(text: str) -> BoardInfo:
     err = npu_smi_error(text)
     kv = _merged(text)
-    if err and not kv:
-        return BoardInfo(*([None] * 15), error=err)
+    if "NPU ID" not in kv and "Chip Name" not in kv:
+        return BoardInfo(*([None] * 15), error=err or "no board fields")
     return BoardInfo(
         npu_id=_int(kv.get("NPU ID")),
         chip_id=_int(kv.get("Chip ID")),
@@ -150,7 +150,6 @@ def parse_board(text: str) -> BoardInfo:
         pci_vendor_id=_int(kv.get("PCI Vendor ID") or kv.get("Vendor ID")),
         pci_device_id=_int(kv.get("PCI Device ID") or kv.get("Device ID")),
         chip_count=_int(kv.get("Chip Count")),
-        error=err if not kv else None,
     )
 
 
