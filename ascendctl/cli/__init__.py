@@ -19,6 +19,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "lab",
     "inventory",
     "plan",
+    "play",
     "render",
     "weights",
 )

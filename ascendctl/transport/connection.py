@@ -425,14 +425,14 @@ class HostConnection:
             env: Mapping[str, quoting.Arg] | None = None) -> CommandResult:
         """Run an argv list: every element reaches the remote side as one literal word."""
         command = quoting.join_argv(quoting.with_env(env, argv))
-        return self.exec(self._become(command, become), stdin=stdin, timeout=timeout)
+        return self.exec(self.become_command(command, become), stdin=stdin, timeout=timeout)
 
     def run_shell(self, script: str, args: Sequence[quoting.Arg] = (), *,
                   stdin: bytes | str | None = None, timeout: float | None = None,
                   become: bool | None = None, shell: str = "sh") -> CommandResult:
         """`sh -c SCRIPT` with values passed as "$1", "$2", ... (never spliced into SCRIPT)."""
         command = quoting.sh_c(script, args, shell=shell)
-        return self.exec(self._become(command, become), stdin=stdin, timeout=timeout)
+        return self.exec(self.become_command(command, become), stdin=stdin, timeout=timeout)
 
     def run_script(self, script: str, args: Sequence[quoting.Arg] = (), *,
                    shell: str = "sh", timeout: float | None = None,
@@ -446,7 +446,7 @@ class HostConnection:
         wrapped = ("__ascendctl_main() {\n" + script.rstrip("\n") + "\n}\n"
                    '__ascendctl_main "$@" </dev/null\n')
         command = quoting.sh_s(args, shell=shell)
-        return self.exec(self._become(command, become), stdin=wrapped, timeout=timeout)
+        return self.exec(self.become_command(command, become), stdin=wrapped, timeout=timeout)
 
     def write_file(self, path: str, data: bytes | str, *, mode: int | None = None,
                    owner: str | None = None, group: str | None = None,
@@ -460,7 +460,8 @@ class HostConnection:
         return put_file(self, path, data, mode=mode, owner=owner, group=group,
                         become=become).changed
 
-    def _become(self, command: str, become: bool | None) -> str:
+    def become_command(self, command: str, become: bool | None) -> str:
+        """The command wrapped in `sudo -n` when this host's user needs it (or `become`)."""
         sudo = self.settings.sudo if become is None else (become and self.settings.user
                                                            != "root")
         return quoting.become(command, sudo=sudo)

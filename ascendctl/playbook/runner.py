@@ -1,0 +1,498 @@
+"""Run a playbook: plays in order, each task on all its hosts before the next task.
+
+Hosts are reached through one SshPool for the whole run (one connection per host).
+Within a batch every task runs on the batch's hosts in parallel (at most --forks at
+once); `order: rank` makes batches of one host in rank order, `serial: N` batches of
+N. A host that fails (or cannot be reached) leaves the rest of the playbook; the others
+go on. Handlers run at the end of each batch, for the hosts that notified them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Optional
+
+from ascendctl.errors import AscendctlError, InputError
+from ascendctl.playbook.model import Play, Playbook, Task
+from ascendctl.playbook.modules import (
+    MODULES, Module, ModuleContext, ModuleError, ModuleResult, load_modules,
+)
+from ascendctl.playbook.results import PlayReport, RunReport, TaskHostResult, TaskReport
+from ascendctl.playbook.templating import Templar, TemplateError
+from ascendctl.transport.errors import ConnectError
+
+if TYPE_CHECKING:
+    from ascendctl.inventory import Host, Inventory
+    from ascendctl.playbook.reporting import Reporter
+    from ascendctl.transport import SshPool
+
+
+@dataclass
+class RunOptions:
+    check: bool = False
+    diff: bool = False
+    limit: Optional[str] = None
+    tags: frozenset[str] = frozenset()
+    skip_tags: frozenset[str] = frozenset()
+    forks: int = 16
+    extra_vars: dict[str, Any] = field(default_factory=dict)
+    yes: bool = False
+    # Asks the operator a yes/no question; None = nobody to ask (non-interactive).
+    confirm: Optional[Callable[[str], bool]] = None
+    connect_timeout: Optional[float] = None
+
+
+def task_selected(task: Task, play: Play, options: RunOptions) -> bool:
+    """Ansible's tag rules: --tags picks, --skip-tags drops, `always` and `never` are special."""
+    tags = task.tags | play.tags
+    if tags & options.skip_tags:
+        return False
+    if "never" in tags and not (options.tags & tags):
+        return False
+    if not options.tags or "all" in options.tags:
+        return True
+    if "always" in tags:
+        return True
+    return bool(options.tags & tags)
+
+
+def inventory_vars(inventory: "Inventory", host: "Host") -> dict[str, Any]:
+    """The variables a play sees for a host: the inventory sections and the host itself."""
+    sections = {name: getattr(inventory, name).model_dump(mode="json")
+                for name in ("cluster", "model", "serving", "versions", "deploy", "slo")}
+    host_info = {
+        "name": host.name, "address": host.address, "rank": host.rank, "ip": host.ip,
+        "nic": host.nic, "device_ips": list(host.device_ips) if host.device_ips else None,
+        "groups": list(host.groups), "super_pod_id": host.super_pod_id,
+        "super_device_ids": list(host.super_device_ids) if host.super_device_ids else None,
+        "env": dict(host.env), "custom": dict(host.custom), "is_head": host.is_head,
+        "ssh_user": host.ssh.user,
+    }
+    return {
+        **sections, "host": host_info, "inventory_hostname": host.name,
+        "ansible_host": host.address, "rank": host.rank, "group_names": list(host.groups),
+        "groups": {g: list(m) for g, m in inventory.groups.items()},
+        "custom": {**inventory.custom, **host.custom},
+        "inventory_file": str(inventory.path),
+    }
+
+
+@dataclass
+class HostState:
+    host: "Host"
+    base: dict[str, Any]
+    facts: dict[str, Any] = field(default_factory=dict)   # registered + set_fact (whole run)
+    play_vars: dict[str, Any] = field(default_factory=dict)
+    failed: bool = False
+    unreachable: bool = False
+    notified: set[str] = field(default_factory=set)
+
+    @property
+    def active(self) -> bool:
+        return not (self.failed or self.unreachable)
+
+
+class HostVars(Mapping[str, Mapping[str, Any]]):
+    """`hostvars[name]`: another host's variables (inventory, play vars, registered)."""
+
+    def __init__(self, runner: "PlaybookRunner"):
+        self._runner = runner
+
+    def __getitem__(self, name: str) -> Mapping[str, Any]:
+        state = self._runner.states.get(name)
+        if state is None:
+            raise KeyError(name)
+        return {**state.base, **state.play_vars, **state.facts}
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._runner.states)
+
+    def __len__(self) -> int:
+        return len(self._runner.states)
+
+
+class PlaybookRunner:
+    def __init__(self, playbook: Playbook, inventory: "Inventory", options: RunOptions,
+                 reporter: "Reporter", templar: Templar,
+                 pool_factory: Callable[[Sequence["Host"]], "SshPool"] | None = None):
+        self.playbook = playbook
+        self.inventory = inventory
+        self.options = options
+        self.reporter = reporter
+        self.templar = templar
+        self._pool_factory = pool_factory
+        self.pool: Optional["SshPool"] = None
+        self.states: dict[str, HostState] = {}
+        self.hostvars = HostVars(self)
+        self.report = RunReport(playbook=str(playbook.path), inventory=str(inventory.path),
+                                check=options.check)
+        self._play_hosts: list[str] = []
+
+    # -- planning (no host contacted) --------------------------------------------------------
+
+    def plan(self) -> list[tuple[Play, tuple["Host", ...]]]:
+        """Each play with its hosts (pattern ∩ --limit). Raises InputError before any SSH."""
+        load_modules()
+        limit = None
+        if self.options.limit:
+            limit = {h.name for h in self.inventory.select(self.options.limit)}
+        planned = []
+        for play in self.playbook.plays:
+            try:
+                hosts = self.inventory.select(play.hosts)
+            except InputError as err:
+                raise InputError(f"hosts: {err}", file=play.where.file,
+                                 line=play.where.line) from None
+            if limit is not None:
+                hosts = tuple(h for h in hosts if h.name in limit)
+            planned.append((play, hosts))
+        interactive = self.options.confirm is not None
+        for play, hosts in planned:
+            if play.confirm and hosts and not (self.options.yes or self.options.check
+                                               or interactive):
+                raise InputError(f"play {play.name!r} asks for confirmation ({play.confirm}); "
+                                 "pass --yes to run it unattended", file=play.where.file,
+                                 line=play.where.line, field="confirm")
+        return planned
+
+    # -- running -----------------------------------------------------------------------------
+
+    def run(self) -> RunReport:
+        planned = self.plan()
+        started = time.monotonic()
+        all_hosts: dict[str, "Host"] = {}
+        for _, hosts in planned:
+            for host in hosts:
+                all_hosts[host.name] = host
+        for name, host in all_hosts.items():
+            self.states[name] = HostState(host=host, base=inventory_vars(self.inventory, host))
+        self.pool = self._make_pool(list(all_hosts.values()))
+        try:
+            for play, hosts in planned:
+                if not self._run_play(play, hosts):
+                    break
+        except KeyboardInterrupt:
+            self.report.interrupted = True
+            self.pool.interrupt()
+        finally:
+            self.report.exec_counts = self.pool.exec_counts()
+            self.pool.close()
+            self.report.duration = time.monotonic() - started
+        self.reporter.run_end(self.report)
+        return self.report
+
+    def _make_pool(self, hosts: list["Host"]) -> "SshPool":
+        if self._pool_factory is not None:
+            return self._pool_factory(hosts)
+        from ascendctl.transport import SshPool
+
+        return SshPool(hosts, forks=self.options.forks,
+                       connect_timeout=self.options.connect_timeout)
+
+    def _run_play(self, play: Play, hosts: Sequence["Host"]) -> bool:
+        """Run one play; False when the whole run must stop (any_errors_fatal, Ctrl-C)."""
+        active = [h for h in hosts if self.states[h.name].active]
+        play_report = PlayReport(name=play.name, hosts=[h.name for h in active],
+                                 order=play.order)
+        self.report.plays.append(play_report)
+        self.reporter.play_start(play, play_report)
+        if not active:
+            play_report.note = "no hosts matched" if not hosts else "no hosts left"
+            self.reporter.note(play_report.note)
+            return True
+        if play.confirm and not (self.options.yes or self.options.check):
+            ask = self.options.confirm
+            if ask is None or not ask(f"{play.name}: {play.confirm}"):
+                raise AscendctlError(f"play {play.name!r} not confirmed; nothing was done "
+                                     "in it")
+        tasks = list(play.tasks)
+        if play.gather_facts:
+            tasks.insert(0, Task(name="gather facts", module="gather_facts", args={},
+                                 where=play.where, tags=frozenset({"always"})))
+        size = play.batch_size(len(active))
+        for start in range(0, len(active), size):
+            batch = [h.name for h in active[start:start + size]]
+            batch = [n for n in batch if self.states[n].active]
+            if not batch:
+                continue
+            self._play_hosts = [h.name for h in active if self.states[h.name].active]
+            for name in batch:
+                self._render_play_vars(play, self.states[name])
+            if not self._run_batch(play, batch, tasks, play_report):
+                return False
+        return True
+
+    def _render_play_vars(self, play: Play, state: HostState) -> None:
+        state.play_vars = {}
+        for key, value in play.vars.items():
+            variables = {**state.base, **state.play_vars, **state.facts,
+                         **self.options.extra_vars}
+            try:
+                state.play_vars[key] = self.templar.render(value, variables)
+            except TemplateError:
+                # Left as written; the task that uses it reports the error for this host.
+                state.play_vars[key] = value
+
+    def _run_batch(self, play: Play, batch: list[str], tasks: list[Task],
+                   play_report: PlayReport) -> bool:
+        for task in tasks:
+            if not task_selected(task, play, self.options):
+                continue
+            names = [n for n in batch if self.states[n].active]
+            if not names:
+                break
+            self._run_step(play, task, names, play_report, handler=False)
+            if play.any_errors_fatal and self._step_failed(play_report.tasks[-1]):
+                self.report.aborted = f"any_errors_fatal: task {task.name!r} failed"
+                self.reporter.note(f"stopping: {self.report.aborted}")
+                return False
+            if not any(self.states[n].active for n in batch):
+                self.reporter.note("no hosts left in this batch")
+                return False
+        for handler in play.handlers:
+            names = [n for n in batch if self.states[n].active and
+                     self.states[n].notified & {handler.name, *handler.listen}]
+            if names:
+                self._run_step(play, handler, names, play_report, handler=True)
+        for name in batch:
+            self.states[name].notified.clear()
+        return True
+
+    @staticmethod
+    def _step_failed(task_report: TaskReport) -> bool:
+        return any(r.counts_as_failure or r.status == "unreachable"
+                   for r in task_report.results.values())
+
+    def _run_step(self, play: Play, task: Task, names: list[str], play_report: PlayReport,
+                  *, handler: bool) -> None:
+        report = TaskReport(name=task.name, module=task.module, file=task.where.file,
+                            line=task.where.line, handler=handler, run_once=task.run_once)
+        play_report.tasks.append(report)
+        self.reporter.task_start(task, report)
+        started = time.monotonic()
+        assert self.pool is not None
+        if task.run_once:
+            results = self._run_once(play, task, names)
+        else:
+            try:
+                host_results = self.pool.map(
+                    lambda conn: self.run_task_on_host(play, task, self.states[conn.name]),
+                    names)
+            except KeyboardInterrupt:
+                partial = self.pool.last_results
+                for name, res in partial.items():
+                    if res.ok and res.value is not None:
+                        report.results[name] = res.value
+                report.duration = time.monotonic() - started
+                self.reporter.task_end(task, report)
+                raise
+            results = {}
+            for name, res in host_results.items():
+                if res.ok and res.value is not None:
+                    results[name] = res.value
+                else:
+                    results[name] = TaskHostResult(
+                        host=name, status="unreachable" if res.status.value == "unreachable"
+                        else "failed", msg=res.error or "failed", error_kind=res.error_kind,
+                        duration=res.duration)
+        report.results = {n: results[n] for n in names if n in results}
+        report.duration = time.monotonic() - started
+        self._apply(task, report)
+        self.reporter.task_end(task, report)
+
+    def _apply(self, task: Task, report: TaskReport) -> None:
+        """Register results, remember notifications, retire failed hosts (main thread only)."""
+        for name, res in report.results.items():
+            state = self.states[name]
+            if res.data.get("_facts"):
+                state.facts.update(res.data.pop("_facts"))
+            if task.register:
+                state.facts[task.register] = _registered(res)
+            if res.status == "changed" and task.notify:
+                state.notified.update(task.notify)
+            if res.status == "unreachable":
+                state.unreachable = True
+            elif res.counts_as_failure:
+                state.failed = True
+
+    def _run_once(self, play: Play, task: Task, names: list[str]) -> dict[str, TaskHostResult]:
+        first = names[0]
+        assert self.pool is not None
+        mapped = self.pool.map(
+            lambda conn: self.run_task_on_host(play, task, self.states[conn.name],
+                                               once_for=names), [first])
+        res = mapped[first]
+        if not res.ok or res.value is None:
+            status = "unreachable" if res.status.value == "unreachable" else "failed"
+            single = TaskHostResult(host=first, status=status, msg=res.error or "failed",
+                                    error_kind=res.error_kind, duration=res.duration)
+        else:
+            single = res.value
+        per_host = single.data.pop("_per_host", None)
+        results: dict[str, TaskHostResult] = {}
+        for name in names:
+            if per_host and name in per_host:
+                results[name] = per_host[name]
+            elif single.status == "unreachable" and name != first:
+                # The controller could not reach the host it ran on; the others are fine
+                # but cannot go on without this task's result.
+                results[name] = TaskHostResult(host=name, status="failed",
+                                               msg=f"run_once task failed on {first}: "
+                                               f"{single.msg}", duration=single.duration)
+            else:
+                results[name] = TaskHostResult(
+                    host=name, status=single.status, msg=single.msg, data=dict(single.data),
+                    diffs=single.diffs if name == first else [],
+                    duration=single.duration, attempts=single.attempts,
+                    ignored=single.ignored, error_kind=single.error_kind,
+                    no_log=single.no_log)
+        return results
+
+    # -- one task on one host (worker thread) ------------------------------------------------
+
+    def variables(self, state: HostState, task: Task | None = None) -> dict[str, Any]:
+        variables = {**state.base, **state.play_vars, **state.facts}
+        if task is not None and task.vars:
+            for key, value in task.vars.items():
+                variables[key] = self.templar.render(value, variables)
+        variables.update(self.options.extra_vars)
+        variables["hostvars"] = self.hostvars
+        variables["play_hosts"] = list(self._play_hosts)
+        variables["ansible_play_hosts"] = variables["play_hosts"]
+        variables["check_mode"] = self.options.check
+        variables["playbook_dir"] = str(self.playbook.directory)
+        return variables
+
+    def run_task_on_host(self, play: Play, task: Task, state: HostState,
+                         once_for: Sequence[str] | None = None) -> TaskHostResult:
+        started = time.monotonic()
+        name = state.host.name
+
+        def done(status: str, msg: str = "", **kwargs: Any) -> TaskHostResult:
+            return TaskHostResult(host=name, status=status, msg=msg,
+                                  duration=time.monotonic() - started, no_log=task.no_log,
+                                  **kwargs)
+
+        module_cls = MODULES.get(task.module)
+        if module_cls is None:
+            return done("failed", f"no module named {task.module!r}")
+        try:
+            variables = self.variables(state, task)
+            if task.when is not None and not self.templar.truth(task.when, variables):
+                return done("skipped", "condition is false")
+        except TemplateError as err:
+            return done("failed", str(err))
+        check = self.options.check and task.check_mode is not False
+        if check and not module_cls.supports_check:
+            return done("skipped", "not run in check mode (add `check_mode: false` to a "
+                        "read-only task to run it anyway)")
+        attempts = task.attempts
+        result = ModuleResult()
+        registered: dict[str, Any] = {}
+        attempt = 0
+        for attempt in range(1, attempts + 1):
+            try:
+                result = self._invoke(module_cls, play, task, state, variables, check,
+                                      once_for)
+            except ConnectError as err:
+                return done("unreachable", err.reason, error_kind=err.kind, attempts=attempt)
+            registered = _result_dict(result, attempt)
+            try:
+                with_result = {**variables, "result": registered}
+                if task.register:
+                    with_result[task.register] = registered
+                if task.changed_when is not None and not result.failed:
+                    result.changed = self.templar.truth(task.changed_when, with_result)
+                if task.failed_when is not None:
+                    result.failed = self.templar.truth(task.failed_when, with_result)
+                    if result.failed and not result.msg:
+                        result.msg = f"failed_when: {task.failed_when}"
+                registered.update(changed=result.changed, failed=result.failed)
+                finished = (self.templar.truth(task.until, with_result) if task.until
+                            is not None else not result.failed)
+            except TemplateError as err:
+                return done("failed", str(err), attempts=attempt)
+            if finished or attempt == attempts:
+                if task.until is not None and not finished:
+                    result.failed = True
+                    result.msg = (f"until {task.until!r} still false after {attempt} "
+                                  f"attempts" + (f" ({result.msg})" if result.msg else ""))
+                break
+            assert self.pool is not None
+            if self.pool.cancel.wait(task.delay):
+                return done("failed", "interrupted", attempts=attempt)
+        status = "failed" if result.failed else "skipped" if result.skipped else \
+            "changed" if result.changed else "ok"
+        data = dict(registered)
+        if result.facts:
+            data["_facts"] = result.facts
+        if result.per_host is not None:
+            data["_per_host"] = {
+                host: TaskHostResult(
+                    host=host, status="failed" if r.failed else "changed" if r.changed
+                    else "skipped" if r.skipped else "ok", msg=r.msg,
+                    data=_result_dict(r, attempt), diffs=r.diffs,
+                    duration=time.monotonic() - started, attempts=attempt,
+                    ignored=r.failed and task.ignore_errors, no_log=task.no_log)
+                for host, r in result.per_host.items()}
+        return done(status, result.msg, data=data, diffs=result.diffs, attempts=attempt,
+                    ignored=result.failed and task.ignore_errors)
+
+    def _invoke(self, module_cls: type[Module], play: Play, task: Task, state: HostState,
+                variables: dict[str, Any], check: bool,
+                once_for: Sequence[str] | None) -> ModuleResult:
+        from pydantic import ValidationError
+
+        from ascendctl.playbook.loader import validate_args
+
+        try:
+            raw = self.templar.render(task.args, variables)
+            args = validate_args(module_cls, raw, lambda msg, loc: ModuleError(
+                msg + (f" (argument {'.'.join(map(str, loc))})" if loc else "")),
+                lenient=False)
+            assert self.pool is not None
+            pool = self.pool
+            ctx = ModuleContext(
+                host=state.host, vars=variables, inventory=self.inventory,
+                templar=self.templar, check=check, diff=self.options.diff or self.options.check,
+                playbook_dir=self.playbook.directory, hostvars=self.hostvars,
+                play_hosts=list(once_for or self._play_hosts),
+                become=task.become if task.become is not None else play.become,
+                timeout=task.timeout,
+                _conn_factory=None if module_cls.runs_on == "controller" else pool.conn)
+            if module_cls.runs_on == "controller":
+                ctx._conn_factory = pool.conn if task.run_once else None
+            return module_cls().run(ctx, args)
+        except ConnectError:
+            raise
+        except (ModuleError, TemplateError) as err:
+            return ModuleResult(failed=True, msg=str(err))
+        except ValidationError as err:
+            return ModuleResult(failed=True, msg=f"{task.module}: {err.errors()[0]['msg']}")
+        except AscendctlError as err:
+            return ModuleResult(failed=True, msg=_strip_host(str(err), state.host.name))
+        except Exception as err:  # noqa: BLE001 - a module bug fails the task, not the run
+            return ModuleResult(failed=True, msg=f"{task.module}: internal error: "
+                                f"{type(err).__name__}: {err}")
+
+
+def _result_dict(result: ModuleResult, attempts: int) -> dict[str, Any]:
+    data = dict(result.data)
+    data.update(changed=result.changed, failed=result.failed, skipped=result.skipped,
+                msg=result.msg, attempts=attempts)
+    return data
+
+
+def _registered(res: TaskHostResult) -> dict[str, Any]:
+    data = {k: v for k, v in res.data.items() if not k.startswith("_")}
+    data.update(changed=res.status == "changed", failed=res.status == "failed",
+                skipped=res.status == "skipped", unreachable=res.status == "unreachable",
+                msg=res.msg)
+    return data
+
+
+def _strip_host(message: str, name: str) -> str:
+    prefix = f"{name}: "
+    return message[len(prefix):] if message.startswith(prefix) else message
