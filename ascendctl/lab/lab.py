@@ -237,31 +237,35 @@ class Lab:
         assert record is not None
         layers = layers or [Path(p) for p in record["layers"]]
         lab_net = self.net
-        net.ensure_netns(lab_n.netns)
+        log = lab_n.upper.parent / "console.log"
+        argv = lab_node.nspawn_argv(lab_n.machine, lab_n.name, layers, lab_n.upper)
+        lab_n.nspawn_pid = lab_node.start(lab_n.machine, argv, log)
+        self._update_node(lab_n)
+        leader = self._wait_leader(lab_n)
+        # sshd listens on all addresses, so wiring the node while it boots is fine.
+        net.attach_netns(lab_n.netns, leader)
         net.configure_mgmt(lab_net, lab_n.rank, lab_n.netns)
         net.configure_roce(lab_net, lab_n.rank, lab_n.netns, record["npus_per_node"],
                            record["roce_mtu"], dict(enumerate(lab_n.device_ips)))
-        log = lab_n.upper.parent / "console.log"
-        argv = lab_node.nspawn_argv(lab_n.machine, lab_n.name, layers, lab_n.upper,
-                                    lab_n.netns)
-        lab_n.nspawn_pid = lab_node.start(lab_n.machine, argv, log)
-        self._update_node(lab_n)
+
+    def _wait_leader(self, lab_n: LabNode, timeout: float = 15) -> int:
+        deadline = time.monotonic() + timeout
+        while True:
+            leader = lab_n.leader_pid
+            if leader:
+                return leader
+            if not lab_n.running:
+                log = lab_n.upper.parent / "console.log"
+                tail = log.read_text(errors="replace")[-1500:] if log.exists() else ""
+                raise LabError(f"{lab_n.name}: systemd-nspawn exited; console log {log}:\n{tail}")
+            if time.monotonic() > deadline:
+                raise LabError(f"{lab_n.name}: container did not start within {timeout:.0f}s")
+            time.sleep(0.05)
 
     def _wait_nodes_ready(self, nodes: Sequence[LabNode], say: Progress) -> None:
         def wait(lab_n: LabNode) -> str:
-            fresh = self.node(lab_n.name)
-            deadline = time.monotonic() + 15
-            while not fresh.leader_pid:
-                if not fresh.running:
-                    log = fresh.upper.parent / "console.log"
-                    tail = log.read_text(errors="replace")[-1500:] if log.exists() else ""
-                    raise LabError(f"{fresh.name}: systemd-nspawn exited; console log "
-                                   f"{log}:\n{tail}")
-                if time.monotonic() > deadline:
-                    raise LabError(f"{fresh.name}: container did not start")
-                time.sleep(0.1)
-            state = lab_node.wait_running(lambda: self.node(lab_n.name).leader_pid)
-            return state
+            self._wait_leader(self.node(lab_n.name))
+            return lab_node.wait_running(lambda: self.node(lab_n.name).leader_pid)
 
         with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(nodes))) as pool:
             states = dict(zip([n.name for n in nodes], pool.map(wait, nodes)))

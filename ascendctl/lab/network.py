@@ -85,9 +85,11 @@ def netns_exists(name: str) -> bool:
     return run(["ip", "netns", "pids", name], check=False).returncode == 0
 
 
-def ensure_netns(name: str) -> None:
-    if not netns_exists(name):
-        run(["ip", "netns", "add", name])
+def attach_netns(name: str, pid: int) -> None:
+    """Name the network namespace of process PID (a node's PID 1) for `ip -n NAME`."""
+    if netns_exists(name):
+        run(["ip", "netns", "del", name], check=False)
+    run(["ip", "netns", "attach", name, str(pid)])
     run(["ip", "-n", name, "link", "set", "lo", "up"])
 
 

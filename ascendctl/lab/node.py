@@ -23,12 +23,13 @@ def cgroup_dirs(machine: str) -> list[Path]:
     return dirs
 
 
-def nspawn_argv(machine: str, hostname: str, layers: list[Path], upper: Path,
-                netns: str) -> list[str]:
+def nspawn_argv(machine: str, hostname: str, layers: list[Path], upper: Path) -> list[str]:
+    # --private-network (not --network-namespace-path): only then does the node's /sys
+    # show its own interfaces. The host attaches a name to the new namespace and wires it.
     overlay = ":".join(str(p) for p in layers) + f":{upper}:/"
     return ["systemd-nspawn", "--quiet", "-D", str(layers[0]), f"--overlay={overlay}",
             f"--machine={machine}", f"--hostname={hostname}", "--register=no",
-            "--keep-unit", f"--network-namespace-path=/run/netns/{netns}",
+            "--keep-unit", "--private-network",
             "--resolv-conf=off", "--timezone=off", "--link-journal=no",
             "--console=read-only", "-b"]
 
