@@ -22,7 +22,7 @@ def format_env_file(pairs: list[tuple[str, str]], header: str = "") -> str:
 def parse_env_file(text: str) -> dict[str, str]:
     """Read back what format_env_file writes (the launcher does the same outside systemd)."""
     result: dict[str, str] = {}
-    for raw in text.splitlines():
+    for raw in text.split("\n"):   # not splitlines(): systemd splits on newlines only
         line = raw.strip()
         if not line or line.startswith(("#", ";")):
             continue
