@@ -19,10 +19,11 @@ from ascendctl.facts.node import NodeFacts
                 "`--headless` on every follower",
 )
 def dp_ranks(facts: Mapping[str, NodeFacts], exp: Expectations) -> dict[str, Outcome]:
-    plan = {n: exp.node(n) for n in facts}
+    # the plan is the inventory's: judged over every node it names, reachable or not
+    plan = {n: exp.node(n) for n in {*exp.nodes, *facts}}
     if not any(ne.dp_start_rank is not None for ne in plan.values()):
         return {n: Outcome.skip("no data-parallel layout in the inventory") for n in facts}
-    problems: dict[str, list[str]] = {n: [] for n in facts}
+    problems: dict[str, list[str]] = {n: [] for n in plan}
     owner: dict[int, str] = {}
     for n, ne in sorted(plan.items(), key=lambda kv: (kv[1].dp_start_rank or 0, kv[0])):
         if ne.dp_start_rank is None or not ne.dp_size_local:
@@ -50,6 +51,8 @@ def dp_ranks(facts: Mapping[str, NodeFacts], exp: Expectations) -> dict[str, Out
             problems[target].append(f"DP rank(s) {extra} exceed --data-parallel-size {exp.dp_size}")
     out = {}
     for n, found in problems.items():
+        if n not in facts:
+            continue
         if found:
             out[n] = Outcome(Status.FAIL, "; ".join(dict.fromkeys(found)),
                              "Fix data_parallel start ranks in the inventory: head 0, then each follower "
