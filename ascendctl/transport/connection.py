@@ -186,6 +186,7 @@ class HostConnection:
         self._use_ssh_config_jump = use_ssh_config_jump
         self._record = record_commands
         self._fabric: Any = None
+        self._connecting: Any = None   # the Connection being opened (closed on Ctrl-C)
         self._failure: ConnectError | None = None
         self._open_lock = threading.Lock()
         self._count_lock = threading.Lock()
@@ -221,37 +222,46 @@ class HostConnection:
         """
         if self._fabric is not None and self._fabric.is_connected:
             return
-        with self._open_lock:
-            if self._fabric is not None and self._fabric.is_connected:
+        # Another thread may be connecting; wait for it, but not past an interrupt.
+        while not self._open_lock.acquire(timeout=0.1):
+            if self._closed or self._cancel.is_set():
+                raise ConnectError(self.name, ConnectKind.INTERRUPTED, "interrupted")
+        try:
+            self._open_locked()
+        finally:
+            self._open_lock.release()
+
+    def _open_locked(self) -> None:
+        if self._fabric is not None and self._fabric.is_connected:
+            return
+        if self._failure is not None:
+            raise self._failure
+        if self._closed:
+            raise ConnectError(self.name, ConnectKind.INTERRUPTED, "connection closed")
+        started = time.monotonic()
+        attempts = self.settings.connect_retries + 1
+        for attempt in range(1, attempts + 1):
+            self.stats.connect_attempts += 1
+            try:
+                self._fabric = self._open_once()
+                self.stats.connects += 1
+                self.stats.connect_seconds += time.monotonic() - started
                 return
-            if self._failure is not None:
-                raise self._failure
-            if self._closed:
-                raise ConnectError(self.name, ConnectKind.INTERRUPTED, "connection closed")
-            started = time.monotonic()
-            attempts = self.settings.connect_retries + 1
-            for attempt in range(1, attempts + 1):
-                self.stats.connect_attempts += 1
-                try:
-                    self._fabric = self._open_once()
-                    self.stats.connects += 1
+            except ConnectError as err:
+                if self._cancel.is_set():
+                    err = ConnectError(self.name, ConnectKind.INTERRUPTED, "interrupted")
+                if not err.retryable or attempt == attempts or self._cancel.is_set():
+                    self._failure = ConnectError(err.host, err.kind, err.reason,
+                                                 attempts=attempt)
                     self.stats.connect_seconds += time.monotonic() - started
-                    return
-                except ConnectError as err:
-                    if self._cancel.is_set():
-                        err = ConnectError(self.name, ConnectKind.INTERRUPTED, "interrupted")
-                    if not err.retryable or attempt == attempts or self._cancel.is_set():
-                        self._failure = ConnectError(err.host, err.kind, err.reason,
-                                                     attempts=attempt)
-                        self.stats.connect_seconds += time.monotonic() - started
-                        raise self._failure from None
-                    # Exponential back-off with full jitter, so nodes rebooting together
-                    # are not hammered in lock-step.
-                    delay = random.uniform(0.5, 1.0) * min(4.0, 0.5 * 2 ** (attempt - 1))
-                    if self._cancel.wait(delay):
-                        self._failure = ConnectError(self.name, ConnectKind.INTERRUPTED,
-                                                     "interrupted")
-                        raise self._failure from None
+                    raise self._failure from None
+                # Exponential back-off with full jitter, so nodes rebooting together
+                # are not hammered in lock-step.
+                delay = random.uniform(0.5, 1.0) * min(4.0, 0.5 * 2 ** (attempt - 1))
+                if self._cancel.wait(delay):
+                    self._failure = ConnectError(self.name, ConnectKind.INTERRUPTED,
+                                                 "interrupted")
+                    raise self._failure from None
 
     def _open_once(self) -> Any:
         from fabric import Connection
@@ -278,7 +288,10 @@ class HostConnection:
             conn.connect_kwargs["allow_agent"] = False
         policy = configure_client(conn.client, self.name, s.known_hosts, s.host_key_checking)
         target = conn.host   # HostName from ssh config, if any
+        self._connecting = conn
         try:
+            if self._closed:
+                raise ConnectError(self.name, ConnectKind.INTERRUPTED, "interrupted")
             sock = self._proxy_socket(cfg, target, conn.port)
             if sock is not None:
                 conn.connect_kwargs["sock"] = sock
@@ -286,11 +299,15 @@ class HostConnection:
             conn.transport.set_keepalive(30)
         except BaseException as exc:
             _close_quietly(conn)
+            if self._closed or self._cancel.is_set():
+                raise ConnectError(self.name, ConnectKind.INTERRUPTED, "interrupted") from None
             if isinstance(exc, KeyboardInterrupt):
                 raise
             raise classify_connect_error(
                 exc, host=self.name, address=target, port=conn.port, user=s.user,
                 timeout=timeout, key=s.key, known_hosts=s.known_hosts) from None
+        finally:
+            self._connecting = None
         if isinstance(policy, AcceptNewPolicy):
             self.recorded_host_keys.extend(policy.recorded)
         return conn
@@ -470,9 +487,10 @@ class HostConnection:
 
     def close(self) -> None:
         self._closed = True
-        conn, self._fabric = self._fabric, None
-        if conn is not None:
-            _close_quietly(conn)
+        for conn in (self._connecting, self._fabric):
+            if conn is not None:
+                _close_quietly(conn)
+        self._fabric = None
 
     def __enter__(self) -> "HostConnection":
         return self

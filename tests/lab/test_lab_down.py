@@ -32,8 +32,12 @@ def test_up_is_fast_and_down_removes_everything():
     print(f"lab up --nodes 2 (cached image): {elapsed:.1f}s")
     assert elapsed < 120
     nodes = lab.nodes
-    created_links = host_links() - links_before
-    assert len(created_links) == 2 + 2 * (1 + lab.npus_per_node)
+    lab_net = lab.net
+    created_links = {lab_net.mgmt_bridge, lab_net.roce_bridge}
+    for node in nodes:
+        created_links.add(lab_net.host_mgmt_veth(node.rank))
+        created_links |= {lab_net.host_roce_veth(node.rank, p) for p in range(lab.npus_per_node)}
+    assert created_links <= host_links() and not created_links & links_before
     pids = [n.nspawn_pid for n in nodes] + [n.leader_pid for n in nodes]
     netns = [n.netns for n in nodes]
     state_dir = lab.state_dir
