@@ -216,8 +216,8 @@ def heal(lab: Lab, node: str) -> None:
     for proc in current.get("processes", []):
         lab.exec(node, ["systemctl", "stop", f"{LEFTOVER_UNIT}{proc['npu']}"], check=False)
     lab.exec(node, ["sh", "-c", "rm -f /etc/ld.so.preload /etc/faketimerc; "
-                                f"while mountpoint -q {DEPLOY_ROOT}; do umount {DEPLOY_ROOT}; done; "
-                                "systemctl start ssh.service"])
+                                f"while mountpoint -q {DEPLOY_ROOT}; do "
+                                f"umount {DEPLOY_ROOT}; done; systemctl start ssh.service"])
     record = lab._load()
     assert record is not None
     links_before = {p: _link_up(target.netns, p) for p in range(lab.npus_per_node)}

@@ -302,7 +302,8 @@ def test_rendered_files_are_at_the_real_paths():
 def test_sync_writes_toolkit_layout_and_removes_it_when_cann_is_missing(tmp_path):
     state = st.default_state()
     files.sync_files(state, str(tmp_path))
-    info = tmp_path / "usr/local/Ascend/ascend-toolkit/latest/x86_64-linux/ascend_toolkit_install.info"
+    latest = tmp_path / "usr/local/Ascend/ascend-toolkit/latest"
+    info = latest / "x86_64-linux/ascend_toolkit_install.info"
     assert "version=8.5.1" in info.read_text()
     assert (tmp_path / "usr/local/Ascend/ascend-toolkit/latest/version.cfg").exists()
     state["toolkit"] = None
