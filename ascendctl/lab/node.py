@@ -71,14 +71,15 @@ def leader_pid(nspawn_pid: int | None) -> int | None:
         children = Path(f"/proc/{nspawn_pid}/task/{nspawn_pid}/children").read_text().split()
     except OSError:
         return None
+    # Until the container's init has exec'd, the children are nspawn's own helpers.
     for child in children:
         try:
             exe = os.readlink(f"/proc/{child}/exe")
         except OSError:
             continue
-        if "systemd" in exe and "nspawn" not in exe:
+        if exe.endswith("/systemd"):
             return int(child)
-    return int(children[0]) if children else None
+    return None
 
 
 def nsenter_argv(leader: int, argv: list[str]) -> list[str]:
