@@ -63,7 +63,9 @@ def _result(spec: CheckSpec, node: str, outcome: Outcome) -> CheckResult:
 def selected(only: Iterable[str] | None = None, skip: Iterable[str] | None = None) -> list[str]:
     """Check ids after `--only`/`--skip` (exact ids or a category prefix such as `roce`)."""
     def match(check_id: str, patterns: Iterable[str]) -> bool:
-        return any(check_id == p or check_id.startswith(p.rstrip(".") + ".") for p in patterns)
+        # an exact id selects only itself; anything else is a prefix (`roce`, `roce.ip`)
+        return any(check_id == p or (p not in SPECS and check_id.startswith(p.rstrip(".") + "."))
+                   for p in patterns)
 
     ids = [i for i in SPECS if i in _NODE or i in _CLUSTER]
     if only:
