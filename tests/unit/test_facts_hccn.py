@@ -175,3 +175,17 @@ def test_hccn_conf_blog():
     assert conf.addresses() == {0: "29.1.137.205", 7: "29.1.170.143"}
     assert conf.get(0, "netmask") == "255.255.0.0" and conf.get(7, "netdetect") == "29.1.0.1"
     assert conf.get(0, "send_arp_status") == "1" and conf.get(3, "address") is None
+
+
+def test_faultdiag_8dev_capture_ips_and_link_stats():
+    text = load("faultdiag_npu_info_after_8dev.txt")
+    ips = [parse_ip(o).ip for o in per_command(text, "-ip -g")]
+    assert ips == [f"10.10.0.{10 + i}" for i in range(8)]
+    stats = [parse_link_stat(o) for o in per_command(text, "-link_stat -g")]
+    assert [s.dev_id for s in stats] == list(range(8))
+    assert [len(s.records) for s in stats] == [4, 3, 3, 4, 3, 3, 3, 3]
+    assert stats[3].records[0].state == "LINK DOWN" and stats[7].current_time == "Wed Aug  2 03:36:45 2022"
+
+
+def test_status_capture_speed_without_space():
+    assert parse_speed(load("hccn_tool_status.txt")) == 200000

@@ -248,3 +248,18 @@ def test_health_values(health):
     assert row in text
     info = parse_npu_smi_info(text.replace(row, row.replace("| OK            |", f"| {health:<13} |")))
     assert info.chips[3].health == health and info.chips[2].health == "OK"
+
+
+def test_parser_vocabulary_matches_the_npucli_source():
+    from ascendctl.facts.npu_smi import HEALTH_VALUES, _DRIVER_WARNING
+    source = load("npu-smi_source_format_strings.txt")
+    assert '{ "OK", "Warning", "Alarm", "Critical", "UNKNOWN" }' in source
+    assert HEALTH_VALUES == ("OK", "Warning", "Alarm", "Critical", "UNKNOWN")
+    assert _DRIVER_WARNING in source.replace('"\\\n            "', "")
+    # the source's process row and idle row formats parse
+    row = "| %-7d %-18d| %-13d | %-24s | %-24lu |".replace("lu", "d") % (3, 0, 5555, "python3", 4096)
+    idle = "| No running processes found in NPU %-7d                      " % 4 + \
+        "                                 |"
+    info = parse_npu_smi_info(_with_process_rows([row, idle]))
+    assert [(p.npu_id, p.pid, p.memory_mb) for p in info.processes] == [(3, 5555, 4096)]
+    assert 4 in info.idle_npus

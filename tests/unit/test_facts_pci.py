@@ -84,3 +84,15 @@ def test_lspci_short_910a():
     devs = parse_lspci_short(load("lspci_grep_acce_910A.txt"))
     assert len(devs) == 8 and {dev for _, dev in devs} == {0xD801}
     assert devs[0][0] == "3d:00.0"
+
+
+def test_device_ids_match_the_dcmi_header():
+    import re
+
+    from ascendctl.facts.pci import HUAWEI_VENDOR, NPU_DEVICE_IDS
+    header = load("pci_device_ids_dcmi_common_h.txt")
+    defined = {name: int(v, 16) for name, v in re.findall(r"#define DCMI_D_(\w+?)_DEVICE_ID\s+(0x[0-9a-f]+)", header)}
+    assert re.search(r"DCMI_D_CHIP_VENDER_ID\s+0x19e5", header) and HUAWEI_VENDOR == 0x19E5
+    assert NPU_DEVICE_IDS[defined["910"]] == "910" and NPU_DEVICE_IDS[defined["910B"]] == "910B"
+    assert NPU_DEVICE_IDS[defined["910_93"]] == "910_93" and NPU_DEVICE_IDS[defined["950"]] == "950"
+    assert set(defined.values()) <= set(NPU_DEVICE_IDS)
