@@ -20,8 +20,15 @@ from ascendctl.facts.node import NodeFacts, RocePort
 HCCN = "hccn_tool"
 
 
+def driver_down(facts: NodeFacts) -> bool:
+    """npu-smi answered with an error (e.g. -8005): hccn_tool answers nothing useful either."""
+    return facts.npu_smi is not None and facts.npu_smi.error_code is not None
+
+
 def present_ports(facts: NodeFacts, exp: Expectations) -> list[RocePort]:
     """Ports of NPUs that exist: device ids npu-smi shows (A3: the die Phy-IDs)."""
+    if driver_down(facts):
+        return []
     ports = [p for p in facts.roce if p.device < exp.roce_ports or not exp.roce_ports]
     info = facts.npu_smi
     if info is None or not info.ok or not info.chips:
@@ -40,6 +47,8 @@ def usable(port: RocePort) -> bool:
 
 
 def _no_ports(facts: NodeFacts) -> Outcome | None:
+    if driver_down(facts):
+        return Outcome.skip("the NPU driver does not answer (see npu.smi)")
     if not facts.roce:
         return Outcome.skip("hccn_tool was not run")
     return None
@@ -53,6 +62,8 @@ def _no_ports(facts: NodeFacts) -> Outcome | None:
                 "-optical -g`, `hccn_tool -i N -lldp -g`",
 )
 def link(node: str, facts: NodeFacts, exp: Expectations) -> Outcome:
+    if driver_down(facts):
+        return Outcome.skip("the NPU driver does not answer (see npu.smi)")
     if "hccn:link:0" in facts.missing or (facts.roce and all(
             p.errors and "rc=127" in " ".join(p.errors) for p in facts.roce)):
         return Outcome(Status.FAIL, "hccn_tool not found",

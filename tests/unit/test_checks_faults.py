@@ -199,3 +199,21 @@ def test_head_unreachable_skips_follower_probes_and_firewalled_head_fails():
     assert "8000 (timeout)" in r.message and "firewall-cmd --add-port=$p/tcp" in r.remediation
     found, _ = tripped(outputs, unreachable=("node0",))
     assert found == set()
+
+
+def test_driver_not_loaded_is_one_finding():
+    # driver upgraded without a reboot: npu-smi and hccn_tool both fail with -8005
+    outputs = no.cluster_outputs()
+    n1 = outputs["node1"]
+    n1["npu_smi_info"] = ("", "dcmi module initialize failed. ret is -8005\n", 255)
+    for key in list(n1):
+        if key.startswith("hccn:"):
+            n1[key] = ("dsmi_get_device_info failed, ret = -8005\n", 1)
+        if key.startswith("npu_smi_health") or key.startswith("npu_smi_board") or key == "npu_smi_topo":
+            n1[key] = ("", "dcmi module initialize failed. ret is -8005\n", 255)
+        if key.startswith("ping:"):
+            n1[key] = ("dsmi_get_device_info failed, ret = -8005\n", 1)
+    for dev, ip in no.device_ips(1).items():
+        outputs["node0"][f"ping:{dev}:{ip}"] = no.ping_fail(dev, ip)
+    found, _ = tripped(outputs)
+    assert found == {("node1", "npu.smi")}
