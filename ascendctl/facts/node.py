@@ -137,6 +137,11 @@ class NodeFacts:
     problems: tuple[tuple[str, str], ...] = ()      # (section, what went wrong)
     missing: tuple[str, ...] = field(default=())    # sections whose command is not installed
 
+    def to_dict(self) -> dict:
+        """JSON-ready form (frozensets as sorted lists, enums as values, computed fields kept
+        out); for `ascendctl facts --json`."""
+        return _jsonable(self)
+
     def port(self, device: int) -> RocePort | None:
         for p in self.roce:
             if p.device == device:
@@ -166,6 +171,23 @@ class NodeFacts:
             if name == section_prefix or name.startswith(section_prefix + ":"):
                 return f"{name}: {what}"
         return None
+
+
+def _jsonable(value):
+    import dataclasses
+    from enum import Enum
+
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, (frozenset, set)):
+        return sorted(_jsonable(v) for v in value)
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    return value
 
 
 _NOT_FOUND_RC = (126, 127)

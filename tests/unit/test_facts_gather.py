@@ -190,3 +190,14 @@ def test_stderr_and_exit_codes_are_kept_apart():
     facts = parse_gather_output(text, sent_at=1767225600.0, received_at=1767225602.0)
     assert facts.npu_smi.error_code == -8005 and not facts.npu_smi.ok
     assert facts.clock.offset_s == 0.0 and facts.clock.uncertainty_s == 0.5
+
+
+def test_node_facts_serialise_to_json():
+    import json
+
+    facts = no.facts_of({"node0": no.healthy_a2(0)})["node0"]
+    data = json.loads(json.dumps(facts.to_dict()))
+    assert data["chip"]["family"] == "910B" and data["chip"]["model"] == "910B3"
+    assert data["roce"][3]["ip"] == "11.12.165.83" and data["roce"][3]["mtu"] == 9000
+    assert data["topology"]["devices"][0]["cpu_affinity"][:2] == [144, 145]
+    assert data["driver"]["compatible_fw"][0]["low"]["text"] == "7.0.0"
