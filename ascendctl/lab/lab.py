@@ -339,6 +339,10 @@ class Lab:
         for port in range(self.npus_per_node):
             net.delete_link(lab_net.host_roce_veth(lab_n.rank, port))
         lab_node.remove_cgroups(lab_n.machine)
+        # nspawn removes its per-machine propagation directory on a clean exit only.
+        propagate = Path("/run/systemd/nspawn/propagate") / lab_n.machine
+        if propagate.is_dir() and not any(propagate.iterdir()):
+            propagate.rmdir()
 
     # ---- node power (used by faults) ---------------------------------------------------
     def power_off(self, name: str) -> None:

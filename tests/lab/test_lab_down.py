@@ -55,5 +55,7 @@ def test_up_is_fast_and_down_removes_everything():
         for node in nodes:
             assert not Path(hierarchy, node.machine).exists()
     assert not state_dir.exists()
+    for node in nodes:
+        assert not Path("/run/systemd/nspawn/propagate", node.machine).exists()
     assert registry.lookup(lab.name) is None
     lab.down()                           # idempotent
