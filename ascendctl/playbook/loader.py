@@ -63,7 +63,14 @@ def resolve_playbook_path(name: str | os.PathLike[str]) -> Path:
 
 def load_playbook(path: str | os.PathLike[str], templar: Templar | None = None) -> Playbook:
     path = resolve_playbook_path(path)
-    data, source = load_yaml_with_lines(path)
+    try:
+        data, source = load_yaml_with_lines(path)
+    except InputError as err:
+        if err.field and err.field.startswith("["):
+            # Plays are the top-level list: name them plays[N] like every other error.
+            raise InputError(str(err).split(f"{err.field}: ", 1)[-1], file=err.file,
+                             line=err.line, field="plays" + err.field) from None
+        raise
     load_modules()
     return _Loader(path, source, templar or templar_for(path)).build(data)
 
@@ -353,7 +360,10 @@ def validate_args(module_cls: type[Module], args: dict[str, Any], fail: Any, *,
     try:
         return module_cls.Args.model_validate(args)
     except ValidationError as err:
-        for error in err.errors(include_url=False):
+        # Unknown arguments first: a typo often also makes a required one "missing".
+        errors = sorted(err.errors(include_url=False),
+                        key=lambda e: e["type"] != "extra_forbidden")
+        for error in errors:
             loc = tuple(error["loc"])
             top = loc[0] if loc else None
             if lenient and top in args and contains_template(args[top]):

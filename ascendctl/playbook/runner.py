@@ -220,8 +220,14 @@ class PlaybookRunner:
             self._play_hosts = [h.name for h in active if self.states[h.name].active]
             for name in batch:
                 self._render_play_vars(play, self.states[name])
-            if not self._run_batch(play, batch, tasks, play_report):
+            outcome = self._run_batch(play, batch, tasks, play_report)
+            if outcome == "abort":
                 return False
+            if outcome == "batch_failed":
+                # Every host of this batch failed: later batches would fail the same
+                # way (a rolling change stops here). Other plays still run.
+                play_report.note = "stopped: every host of a batch failed"
+                return True
         return True
 
     def _render_play_vars(self, play: Play, state: HostState) -> None:
@@ -236,7 +242,8 @@ class PlaybookRunner:
                 state.play_vars[key] = value
 
     def _run_batch(self, play: Play, batch: list[str], tasks: list[Task],
-                   play_report: PlayReport) -> bool:
+                   play_report: PlayReport) -> str:
+        """"ok", "batch_failed" (no host of the batch left) or "abort" (stop the run)."""
         for task in tasks:
             if not task_selected(task, play, self.options):
                 continue
@@ -247,10 +254,10 @@ class PlaybookRunner:
             if play.any_errors_fatal and self._step_failed(play_report.tasks[-1]):
                 self.report.aborted = f"any_errors_fatal: task {task.name!r} failed"
                 self.reporter.note(f"stopping: {self.report.aborted}")
-                return False
+                return "abort"
             if not any(self.states[n].active for n in batch):
                 self.reporter.note("no hosts left in this batch")
-                return False
+                return "batch_failed"
         for handler in play.handlers:
             names = [n for n in batch if self.states[n].active and
                      self.states[n].notified & {handler.name, *handler.listen}]
@@ -258,7 +265,7 @@ class PlaybookRunner:
                 self._run_step(play, handler, names, play_report, handler=True)
         for name in batch:
             self.states[name].notified.clear()
-        return True
+        return "ok"
 
     @staticmethod
     def _step_failed(task_report: TaskReport) -> bool:

@@ -123,7 +123,17 @@ def _result_flag(flag: str) -> Any:
     return test
 
 
+def _extract(item: Any, container: Any, morekeys: Any = None) -> Any:
+    """Ansible's extract: `hosts | map('extract', hostvars, 'mtu')`."""
+    value = container[item]
+    keys = [] if morekeys is None else morekeys if isinstance(morekeys, list) else [morekeys]
+    for key in keys:
+        value = value[key]
+    return value
+
+
 FILTERS: dict[str, Any] = {
+    "extract": _extract,
     "quote": _quote,
     "to_json": lambda v, **kw: json.dumps(_plain(v), **kw),
     "to_nice_json": lambda v: json.dumps(_plain(v), indent=2, sort_keys=True),

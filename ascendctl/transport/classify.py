@@ -11,7 +11,7 @@ from ascendctl.transport.errors import ConnectError, ConnectKind
 
 def classify_connect_error(exc: BaseException, *, host: str, address: str, port: int,
                            user: str, timeout: float, key: str | None,
-                           known_hosts: str) -> ConnectError:
+                           known_hosts: str, elapsed: float | None = None) -> ConnectError:
     import paramiko
     from paramiko.ssh_exception import NoValidConnectionsError
 
@@ -57,8 +57,11 @@ def classify_connect_error(exc: BaseException, *, host: str, address: str, port:
     if isinstance(exc, paramiko.SSHException):
         text = str(exc)
         if "banner" in text.lower():
+            if elapsed is None or elapsed >= 0.8 * timeout:
+                return ConnectError(host, ConnectKind.TIMEOUT,
+                                    f"timeout: no SSH banner from {where} within {timeout:g}s")
             return ConnectError(host, ConnectKind.PROTOCOL,
-                                f"no SSH banner from {where} within {timeout:g}s ({text})")
+                                f"{where} closed the connection before the SSH banner")
         if "no existing session" in text.lower():
             # paramiko's start_client gives up silently at its timeout; the next step
             # then finds no session.

@@ -289,6 +289,7 @@ class HostConnection:
         policy = configure_client(conn.client, self.name, s.known_hosts, s.host_key_checking)
         target = conn.host   # HostName from ssh config, if any
         self._connecting = conn
+        started = time.monotonic()
         try:
             if self._closed:
                 raise ConnectError(self.name, ConnectKind.INTERRUPTED, "interrupted")
@@ -305,7 +306,8 @@ class HostConnection:
                 raise
             raise classify_connect_error(
                 exc, host=self.name, address=target, port=conn.port, user=s.user,
-                timeout=timeout, key=s.key, known_hosts=s.known_hosts) from None
+                timeout=timeout, key=s.key, known_hosts=s.known_hosts,
+                elapsed=time.monotonic() - started) from None
         finally:
             self._connecting = None
         if isinstance(policy, AcceptNewPolicy):
