@@ -46,12 +46,15 @@ class TaskHostResult:
             out["attempts"] = self.attempts
         if self.error_kind:
             out["error_kind"] = self.error_kind
+        fields = {}
         for key in REPORT_FIELDS:
             if key in self.data:
                 value = self.data[key]
                 if isinstance(value, str) and len(value) > REPORT_TEXT_LIMIT:
                     value = value[:REPORT_TEXT_LIMIT] + "…(truncated)"
-                out[key] = value
+                fields[key] = value
+        if fields:
+            out["result"] = fields
         if self.diffs:
             out["diff"] = [d.as_dict() for d in self.diffs]
         return out

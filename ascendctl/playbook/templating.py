@@ -51,6 +51,20 @@ def _quote(value: Any) -> str:
     return shlex.quote(str(value))
 
 
+def _systemd_quote(value: Any) -> str:
+    """One word of a systemd command line (ExecStart=...): double-quoted, with `%`
+    specifiers and `$` variables neutralised, so a value can neither split the line
+    (a `;` word starts another command there) nor expand anything."""
+    if isinstance(value, (Mapping, list, tuple)) or value is None:
+        raise TemplateError(f"systemd_quote: expected text, got {type(value).__name__}")
+    text = str(value)
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in text):
+        raise TemplateError("systemd_quote: control characters cannot be quoted for systemd")
+    text = (text.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%")
+            .replace("$", "$$"))
+    return f'"{text}"'
+
+
 def _to_yaml(value: Any, **kwargs: Any) -> str:
     import yaml
 
@@ -135,6 +149,7 @@ def _extract(item: Any, container: Any, morekeys: Any = None) -> Any:
 FILTERS: dict[str, Any] = {
     "extract": _extract,
     "quote": _quote,
+    "systemd_quote": _systemd_quote,
     "to_json": lambda v, **kw: json.dumps(_plain(v), **kw),
     "to_nice_json": lambda v: json.dumps(_plain(v), indent=2, sort_keys=True),
     "from_json": json.loads,

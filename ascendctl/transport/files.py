@@ -193,6 +193,6 @@ def parse_fields(text: str) -> dict[str, str]:
     fields: dict[str, str] = {}
     for line in text.splitlines():
         key, sep, value = line.partition("=")
-        if sep and re.fullmatch(r"[a-z_][a-z0-9_]*", key):
+        if sep and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
             fields[key] = value
     return fields
