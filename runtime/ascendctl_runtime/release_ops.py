@@ -1,0 +1,418 @@
+"""Release bookkeeping on a node: stage, install units, switch, history, lock, prune.
+
+The controller sends this module's source and the call (one JSON object) on stdin to
+the node's Python (see BOOTSTRAP), so it works before any release exists and no value
+ever passes through a shell; each call prints one JSON object. Layout under ROOT (the inventory's deploy.root):
+
+    releases/<id>/...          the release's files (content-addressed id)
+    releases/<id>/.status      staged | active | failed | superseded
+    releases/<id>/.meta.json   when, by whom, what (not part of the content)
+    current -> releases/<id>   switched atomically
+    history.jsonl              one JSON event per line
+    deploy.lock/holder.json    the cluster-wide deploy lock (held on the head)
+"""
+
+from __future__ import annotations
+
+import base64
+import difflib
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any, Optional
+
+UNIT_DIR = "/etc/systemd/system"
+STATUS_FILE = ".status"
+META_FILE = ".meta.json"
+HIDDEN = (STATUS_FILE, META_FILE)
+
+
+# -- small helpers ---------------------------------------------------------------------
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _read(path: str) -> Optional[bytes]:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
+def _write_atomic(path: str, data: bytes, mode: int) -> None:
+    directory = os.path.dirname(path)
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _releases_dir(root: str) -> str:
+    return os.path.join(root, "releases")
+
+
+def _release_dir(root: str, release_id: str) -> str:
+    if not release_id or "/" in release_id or release_id in (".", ".."):
+        raise ValueError(f"bad release id {release_id!r}")
+    return os.path.join(_releases_dir(root), release_id)
+
+
+def current_release(root: str) -> Optional[str]:
+    try:
+        target = os.readlink(os.path.join(root, "current"))
+    except (FileNotFoundError, OSError):
+        return None
+    return os.path.basename(target.rstrip("/"))
+
+
+def _status(root: str, release_id: str) -> str:
+    data = _read(os.path.join(_release_dir(root, release_id), STATUS_FILE))
+    return data.decode().strip() if data else "unknown"
+
+
+def _set_status(root: str, release_id: str, status: str) -> None:
+    _write_atomic(os.path.join(_release_dir(root, release_id), STATUS_FILE),
+                  (status + "\n").encode(), 0o644)
+
+
+def _meta(root: str, release_id: str) -> dict[str, Any]:
+    data = _read(os.path.join(_release_dir(root, release_id), META_FILE))
+    try:
+        return json.loads(data) if data else {}
+    except ValueError:
+        return {}
+
+
+def _release_files(directory: str) -> dict[str, str]:
+    """Relative path → sha256 of every regular file of a release (not the bookkeeping)."""
+    found: dict[str, str] = {}
+    for base, dirs, files in os.walk(directory):
+        dirs.sort()
+        for name in files:
+            path = os.path.join(base, name)
+            rel = os.path.relpath(path, directory)
+            if rel in HIDDEN or os.path.islink(path):
+                continue
+            found[rel] = _sha(_read(path) or b"")
+    return found
+
+
+# -- operations --------------------------------------------------------------------------
+
+def nic_carrying(ip: str) -> Optional[str]:
+    """The interface that holds `ip` (what GLOO/TP/HCCL_SOCKET_IFNAME must name)."""
+    out = subprocess.run(["ip", "-j", "-4", "addr", "show"], capture_output=True,
+                         text=True).stdout
+    try:
+        links = json.loads(out or "[]")
+    except ValueError:
+        return None
+    for link in links:
+        for addr in link.get("addr_info", []):
+            if addr.get("local") == ip:
+                return link.get("ifname")
+    return None
+
+
+def hccn_conf_addresses(path: str = "/etc/hccn.conf") -> dict[int, str]:
+    """`address_N=IP` lines: the RoCE device IPs the node is configured with."""
+    found: dict[int, str] = {}
+    for line in (_read(path) or b"").decode("utf-8", "replace").splitlines():
+        key, sep, value = line.strip().partition("=")
+        if sep and key.startswith("address_") and key[8:].isdigit():
+            found[int(key[8:])] = value.strip()
+    return found
+
+
+def op_state(root: str, units: list[str], history_tail: int = 50,
+             ip: Optional[str] = None) -> dict[str, Any]:
+    releases = []
+    if os.path.isdir(_releases_dir(root)):
+        for name in sorted(os.listdir(_releases_dir(root))):
+            if name.startswith("."):
+                continue
+            meta = _meta(root, name)
+            units_dir = os.path.join(_release_dir(root, name), "units")
+            units_here = sorted(os.listdir(units_dir)) if os.path.isdir(units_dir) else []
+            releases.append({"id": name, "status": _status(root, name),
+                             "created": meta.get("created"), "by": meta.get("by"),
+                             "summary": meta.get("summary"), "units": units_here})
+    return {
+        "hostname": os.uname().nodename,
+        "current": current_release(root),
+        "releases": releases,
+        "history": read_history(root, history_tail),
+        "lock": _lock_info(root),
+        "units": {unit: unit_state(unit) for unit in units},
+        "nic": nic_carrying(ip) if ip else None,
+        "device_ips": [addr for _i, addr in sorted(hccn_conf_addresses().items())],
+    }
+
+
+def unit_state(unit: str) -> dict[str, Any]:
+    out = subprocess.run(
+        ["systemctl", "show", "-p", "ActiveState", "-p", "SubState", "-p", "MainPID",
+         "-p", "ActiveEnterTimestampMonotonic", "-p", "NRestarts", "-p", "LoadState",
+         "-p", "Result", unit], capture_output=True, text=True).stdout
+    values = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+    installed = _read(os.path.join(UNIT_DIR, unit))
+    return {
+        "load": values.get("LoadState", "unknown"),
+        "active": values.get("ActiveState", "unknown"),
+        "sub": values.get("SubState", ""),
+        "result": values.get("Result", ""),
+        "main_pid": int(values.get("MainPID", "0") or 0),
+        "restarts": int(values.get("NRestarts", "0") or 0),
+        "since_us": int(values.get("ActiveEnterTimestampMonotonic", "0") or 0),
+        "installed_sha": _sha(installed) if installed is not None else None,
+    }
+
+
+def op_stage(root: str, release_id: str, files: list[dict[str, Any]], meta: dict[str, Any],
+             check: bool, diff: bool) -> dict[str, Any]:
+    """Write a release directory atomically; compare with the current release."""
+    wanted = {f["path"]: (base64.b64decode(f["b64"]), int(f["mode"]), bool(f.get("secret")))
+              for f in files}
+    directory = _release_dir(root, release_id)
+    current = current_release(root)
+    compare_to = directory if os.path.isdir(directory) else (
+        _release_dir(root, current) if current else None)
+    diffs = []
+    for path, (data, _mode, secret) in sorted(wanted.items()):
+        before = _read(os.path.join(compare_to, path)) if compare_to else None
+        if before == data:
+            continue
+        entry: dict[str, Any] = {"path": path, "state": "new" if before is None else "changed"}
+        if diff and not secret and _is_text(data) and (before is None or _is_text(before)):
+            entry["diff"] = "".join(difflib.unified_diff(
+                (before or b"").decode().splitlines(keepends=True),
+                data.decode().splitlines(keepends=True),
+                fromfile=f"{current or '(none)'}/{path}", tofile=f"{release_id}/{path}"))
+        elif secret:
+            entry["diff"] = "(secret: content not shown)"
+        diffs.append(entry)
+    exists = os.path.isdir(directory)
+    identical = exists and _release_files(directory) == {
+        path: _sha(data) for path, (data, _m, _s) in wanted.items()}
+    result = {"release": release_id, "exists": exists, "identical": identical,
+              "current": current, "files": diffs, "changed": not identical}
+    if check or identical:
+        return result
+    staging = os.path.join(_releases_dir(root), f".staging-{release_id}-{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    for path, (data, mode, _secret) in wanted.items():
+        _write_atomic(os.path.join(staging, path), data, mode)
+    _write_atomic(os.path.join(staging, STATUS_FILE), b"staged\n", 0o644)
+    _write_atomic(os.path.join(staging, META_FILE),
+                  (json.dumps(meta, sort_keys=True) + "\n").encode(), 0o644)
+    if exists:
+        # Same id, different bytes: a half-written or tampered release; replace it whole.
+        shutil.rmtree(directory)
+    os.rename(staging, directory)
+    return result
+
+
+def _is_text(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return b"\0" not in data
+
+
+def op_install_units(root: str, release_id: str, units: list[str], check: bool
+                     ) -> dict[str, Any]:
+    """Copy the release's unit files into /etc/systemd/system; daemon-reload if any changed."""
+    directory = _release_dir(root, release_id)
+    changed = []
+    for unit in units:
+        data = _read(os.path.join(directory, "units", unit))
+        if data is None:
+            raise ValueError(f"release {release_id} has no unit {unit}")
+        if _read(os.path.join(UNIT_DIR, unit)) != data:
+            changed.append(unit)
+            if not check:
+                _write_atomic(os.path.join(UNIT_DIR, unit), data, 0o644)
+    if changed and not check:
+        subprocess.run(["systemctl", "daemon-reload"], check=True)
+    return {"changed": changed}
+
+
+def op_switch(root: str, release_id: str, check: bool) -> dict[str, Any]:
+    """Point `current` at the release (atomic rename of a new symlink)."""
+    directory = _release_dir(root, release_id)
+    if not os.path.isdir(directory):
+        raise ValueError(f"release {release_id} is not on this node")
+    previous = current_release(root)
+    if previous == release_id:
+        if not check:
+            _set_status(root, release_id, "active")
+        return {"changed": False, "previous": previous}
+    if not check:
+        link = os.path.join(root, "current")
+        tmp = os.path.join(root, f".current-{os.getpid()}")
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+        os.symlink(os.path.join("releases", release_id), tmp)
+        os.replace(tmp, link)
+        _set_status(root, release_id, "active")
+        if previous and os.path.isdir(_release_dir(root, previous)) \
+                and _status(root, previous) == "active":
+            _set_status(root, previous, "superseded")
+    return {"changed": True, "previous": previous}
+
+
+def op_mark(root: str, release_id: str, status: str) -> dict[str, Any]:
+    if status not in ("staged", "active", "failed", "superseded"):
+        raise ValueError(f"bad status {status!r}")
+    if os.path.isdir(_release_dir(root, release_id)):
+        _set_status(root, release_id, status)
+    return {"changed": True}
+
+
+def read_history(root: str, tail: int) -> list[dict[str, Any]]:
+    data = _read(os.path.join(root, "history.jsonl"))
+    events = []
+    for line in (data or b"").decode("utf-8", "replace").splitlines()[-tail:]:
+        try:
+            events.append(json.loads(line))
+        except ValueError:
+            continue
+    return events
+
+
+def op_history(root: str, event: dict[str, Any]) -> dict[str, Any]:
+    os.makedirs(root, exist_ok=True)
+    line = json.dumps(event, sort_keys=True) + "\n"
+    with open(os.path.join(root, "history.jsonl"), "a", encoding="utf-8") as handle:
+        handle.write(line)
+        handle.flush()
+        os.fsync(handle.fileno())
+    return {"changed": True}
+
+
+def op_prune(root: str, keep: int, protect: list[str], check: bool) -> dict[str, Any]:
+    """Remove the oldest releases beyond `keep`; never the current or protected ones."""
+    current = current_release(root)
+    candidates = []
+    if os.path.isdir(_releases_dir(root)):
+        for name in os.listdir(_releases_dir(root)):
+            if name.startswith(".staging-") and not check:
+                shutil.rmtree(os.path.join(_releases_dir(root), name), ignore_errors=True)
+                continue
+            if name.startswith("."):
+                continue
+            created = _meta(root, name).get("created") or ""
+            candidates.append((created, name))
+    candidates.sort(reverse=True)  # newest first
+    kept = [name for _c, name in candidates[:keep]]
+    removed = [name for _c, name in candidates[keep:] if name != current and name not in protect]
+    if not check:
+        for name in removed:
+            shutil.rmtree(_release_dir(root, name))
+    return {"changed": bool(removed), "removed": removed, "kept": kept}
+
+
+def _lock_dir(root: str) -> str:
+    return os.path.join(root, "deploy.lock")
+
+
+def _lock_info(root: str) -> Optional[dict[str, Any]]:
+    data = _read(os.path.join(_lock_dir(root), "holder.json"))
+    if data is None:
+        return None if not os.path.isdir(_lock_dir(root)) else {"holder": "(unreadable)"}
+    try:
+        holder = json.loads(data)
+    except ValueError:
+        holder = {"holder": "(unreadable)"}
+    try:
+        beat = os.stat(os.path.join(_lock_dir(root), "heartbeat")).st_mtime
+    except FileNotFoundError:
+        beat = os.stat(_lock_dir(root)).st_mtime
+    holder["heartbeat_age_s"] = round(time.time() - beat, 1)
+    return holder
+
+
+def op_lock(root: str, action: str, holder: dict[str, Any], stale_after: float,
+            force: bool) -> dict[str, Any]:
+    lock = _lock_dir(root)
+    if action == "acquire":
+        os.makedirs(root, exist_ok=True)
+        if force:
+            shutil.rmtree(lock, ignore_errors=True)
+        try:
+            os.mkdir(lock, 0o700)
+        except FileExistsError:
+            info = _lock_info(root) or {}
+            age = info.get("heartbeat_age_s", 0.0)
+            return {"acquired": False, "holder": info, "stale": age > stale_after}
+        _write_atomic(os.path.join(lock, "holder.json"),
+                      (json.dumps(holder, sort_keys=True) + "\n").encode(), 0o644)
+        _write_atomic(os.path.join(lock, "heartbeat"), b"", 0o644)
+        return {"acquired": True}
+    info = _lock_info(root)
+    mine = info is not None and info.get("token") == holder.get("token")
+    if action == "heartbeat":
+        if mine:
+            os.utime(os.path.join(lock, "heartbeat"))
+        return {"held": mine}
+    if action == "release":
+        if mine:
+            shutil.rmtree(lock, ignore_errors=True)
+        return {"released": mine}
+    raise ValueError(f"bad lock action {action!r}")
+
+
+OPERATIONS = {
+    "state": op_state, "stage": op_stage, "install_units": op_install_units,
+    "switch": op_switch, "mark": op_mark, "history": op_history, "prune": op_prune,
+    "lock": op_lock,
+}
+
+
+# `python3 -c BOOTSTRAP` reads "<this source>\0<call json>" from stdin and runs the call.
+BOOTSTRAP = (
+    "import sys\n"
+    "source, call = sys.stdin.buffer.read().split(b'\\0', 1)\n"
+    "namespace = {'__name__': 'ascendctl_release_ops'}\n"
+    "exec(compile(source, 'ascendctl_release_ops.py', 'exec'), namespace)\n"
+    "sys.exit(namespace['run_call'](call))\n"
+)
+
+
+def call(op: str, root: str, **kwargs: Any) -> dict[str, Any]:
+    if op not in OPERATIONS:
+        raise ValueError(f"unknown operation {op!r}; one of {sorted(OPERATIONS)}")
+    return OPERATIONS[op](root, **kwargs)
+
+
+def run_call(payload: bytes) -> int:
+    """Run {"op", "root", "kwargs"} and print the result (or {"error"}) as JSON."""
+    request = json.loads(payload)
+    try:
+        result = call(request["op"], request["root"], **request.get("kwargs", {}))
+    except (OSError, ValueError, TypeError, subprocess.CalledProcessError) as err:
+        print(json.dumps({"error": f"{request.get('op')}: {err}"}))
+        return 1
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_call(sys.stdin.buffer.read()))

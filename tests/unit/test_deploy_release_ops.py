@@ -1,0 +1,144 @@
+"""Release bookkeeping on a node (runtime/ascendctl_runtime/release_ops.py) on a temp root.
+
+The unit operations (systemctl) are exercised on the lab; these are the file-system
+parts: stage, switch, prune, history and the lock.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from ascendctl.deploy.bundle import runtime_module, runtime_source
+
+ops = runtime_module("release_ops")
+
+
+def files(**contents: str):
+    return [{"path": path.replace("__", "/"), "b64": base64.b64encode(text.encode()).decode(),
+             "mode": 0o600 if "secret" in path else 0o644, "secret": "secret" in path}
+            for path, text in contents.items()]
+
+
+def stage(root, rid, check=False, **contents):
+    return ops.op_stage(str(root), rid, files(**contents), {"created": rid, "by": "test"},
+                        check=check, diff=True)
+
+
+def test_stage_writes_atomically_with_modes_and_is_idempotent(tmp_path):
+    first = stage(tmp_path, "r-1", **{"engine.env": "A=1\n", "secrets.env": "K=v\n",
+                                      "units__x.service": "[Unit]\n"})
+    rel = tmp_path / "releases" / "r-1"
+    assert first["changed"] and not first["exists"]
+    assert (rel / "units" / "x.service").read_text() == "[Unit]\n"
+    assert oct((rel / "secrets.env").stat().st_mode & 0o777) == "0o600"
+    assert (rel / ".status").read_text() == "staged\n"
+    again = stage(tmp_path, "r-1", **{"engine.env": "A=1\n", "secrets.env": "K=v\n",
+                                      "units__x.service": "[Unit]\n"})
+    assert again["identical"] and not again["changed"] and again["files"] == []
+    assert not [p for p in (tmp_path / "releases").iterdir() if p.name.startswith(".")]
+
+
+def test_check_mode_diffs_against_current_and_writes_nothing(tmp_path):
+    stage(tmp_path, "r-1", **{"engine.env": "A=1\n", "secrets.env": "K=old\n"})
+    ops.op_switch(str(tmp_path), "r-1", check=False)
+    answer = stage(tmp_path, "r-2", check=True, **{"engine.env": "A=2\n", "secrets.env": "K=new\n"})
+    assert answer["changed"] and answer["current"] == "r-1"
+    by_path = {f["path"]: f for f in answer["files"]}
+    assert "-A=1" in by_path["engine.env"]["diff"] and "+A=2" in by_path["engine.env"]["diff"]
+    assert by_path["secrets.env"]["diff"] == "(secret: content not shown)"
+    assert "new" not in json.dumps(by_path["secrets.env"])
+    assert not (tmp_path / "releases" / "r-2").exists()
+
+
+def test_switch_is_atomic_and_marks_statuses(tmp_path):
+    stage(tmp_path, "r-1", **{"a": "1"})
+    stage(tmp_path, "r-2", **{"a": "2"})
+    assert ops.op_switch(str(tmp_path), "r-1", check=False) == {"changed": True, "previous": None}
+    assert ops.current_release(str(tmp_path)) == "r-1"
+    assert ops.op_switch(str(tmp_path), "r-2", check=False)["previous"] == "r-1"
+    assert os.readlink(tmp_path / "current") == "releases/r-2"
+    assert (tmp_path / "releases" / "r-1" / ".status").read_text().strip() == "superseded"
+    assert (tmp_path / "releases" / "r-2" / ".status").read_text().strip() == "active"
+    assert ops.op_switch(str(tmp_path), "r-2", check=False)["changed"] is False
+    with pytest.raises(ValueError, match="not on this node"):
+        ops.op_switch(str(tmp_path), "r-9", check=False)
+
+
+def test_prune_keeps_newest_current_and_protected(tmp_path):
+    for i in range(1, 7):
+        stage(tmp_path, f"r-{i}", **{"a": str(i)})
+    ops.op_switch(str(tmp_path), "r-2", check=False)
+    dry = ops.op_prune(str(tmp_path), 3, ["r-1"], check=True)
+    assert sorted(dry["removed"]) == ["r-3"] and len(os.listdir(tmp_path / "releases")) == 6
+    done = ops.op_prune(str(tmp_path), 3, ["r-1"], check=False)
+    assert sorted(os.listdir(tmp_path / "releases")) == ["r-1", "r-2", "r-4", "r-5", "r-6"]
+    assert done["removed"] == ["r-3"]
+
+
+def test_history_appends_json_lines_and_state_reads_them(tmp_path):
+    ops.op_history(str(tmp_path), {"event": "deployed", "release": "r-1"})
+    ops.op_history(str(tmp_path), {"event": "failed", "release": "r-2"})
+    assert [e["event"] for e in ops.read_history(str(tmp_path), 10)] == ["deployed", "failed"]
+    assert len(ops.read_history(str(tmp_path), 1)) == 1
+
+
+def test_lock_is_exclusive_names_holder_and_detects_stale(tmp_path):
+    root = str(tmp_path)
+    me = {"holder": "alice@jump", "token": "t1", "since": "now"}
+    other = {"holder": "bob@jump", "token": "t2"}
+    assert ops.op_lock(root, "acquire", me, 900, False) == {"acquired": True}
+    refused = ops.op_lock(root, "acquire", other, 900, False)
+    assert refused["acquired"] is False and refused["holder"]["holder"] == "alice@jump"
+    assert refused["stale"] is False
+    old = time.time() - 2000
+    os.utime(tmp_path / "deploy.lock" / "heartbeat", (old, old))
+    assert ops.op_lock(root, "acquire", other, 900, False)["stale"] is True
+    assert ops.op_lock(root, "heartbeat", me, 900, False) == {"held": True}
+    assert ops.op_lock(root, "acquire", other, 900, False)["stale"] is False
+    assert ops.op_lock(root, "release", other, 900, False) == {"released": False}
+    assert ops.op_lock(root, "acquire", other, 900, True) == {"acquired": True}  # forced
+    assert ops.op_lock(root, "release", other, 900, False) == {"released": True}
+    assert not (tmp_path / "deploy.lock").exists()
+
+
+def test_bootstrap_runs_the_shipped_source_from_stdin(tmp_path):
+    payload = json.dumps({"op": "history", "root": str(tmp_path),
+                          "kwargs": {"event": {"event": "x; $(touch /tmp/never)"}}}).encode()
+    result = subprocess.run([sys.executable, "-c", ops.BOOTSTRAP],
+                            input=runtime_source("release_ops") + b"\0" + payload,
+                            capture_output=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {"changed": True}
+    assert ops.read_history(str(tmp_path), 5)[0]["event"] == "x; $(touch /tmp/never)"
+    bad = json.dumps({"op": "switch", "root": str(tmp_path),
+                      "kwargs": {"release_id": "r-x", "check": False}}).encode()
+    result = subprocess.run([sys.executable, "-c", ops.BOOTSTRAP],
+                            input=runtime_source("release_ops") + b"\0" + bad,
+                            capture_output=True, timeout=60)
+    assert result.returncode == 1 and "not on this node" in json.loads(result.stdout)["error"]
+
+
+def test_runtime_bundle_imports_with_the_standard_library_only(tmp_path):
+    from ascendctl.deploy.bundle import runtime_bundle
+
+    for rendered in runtime_bundle():
+        path = tmp_path / rendered.path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(rendered.content)
+    modules = sorted(p.stem for p in (tmp_path / "runtime" / "ascendctl_runtime").glob("*.py")
+                     if p.stem != "__init__")
+    code = "import importlib\n" + "".join(
+        f"importlib.import_module('ascendctl_runtime.{m}')\n" for m in modules)
+    # -S: no site-packages; -I: ignore the environment and the current directory
+    result = subprocess.run([sys.executable, "-S", "-I", "-c",
+                             f"import sys; sys.path.insert(0, {str(tmp_path / 'runtime')!r})\n"
+                             + code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert {"launcher", "exporter", "watchdog", "probe", "release_ops"} <= set(modules)
