@@ -18,7 +18,7 @@ from typing import Any
 from ascendctl.errors import InputError
 from ascendctl.inventory.yamlsrc import SourceMap, YamlPath, dotted, load_yaml_with_lines
 from ascendctl.playbook.model import Play, Playbook, Task, Where
-from ascendctl.playbook.modules import Module, ModuleError, load_modules
+from ascendctl.playbook.modules import MODULES, Module, ModuleError, load_modules
 from ascendctl.playbook.templating import Templar, TemplateError, contains_template
 
 PLAY_KEYS = ("name", "hosts", "order", "serial", "vars", "tasks", "handlers", "tags",
@@ -71,7 +71,7 @@ def load_playbook(path: str | os.PathLike[str], templar: Templar | None = None) 
             raise InputError(str(err).split(f"{err.field}: ", 1)[-1], file=err.file,
                              line=err.line, field="plays" + err.field) from None
         raise
-    load_modules()
+    load_modules(plugins=False)
     return _Loader(path, source, templar or templar_for(path)).build(data)
 
 
@@ -167,6 +167,7 @@ class _Loader:
         if gather:
             from ascendctl.playbook.modules import get_module
 
+            load_modules()
             if get_module("gather_facts") is None:
                 raise self.fail("gather_facts: no facts module is installed (the "
                                 "`gather_facts` module comes from ascendctl.facts)",
@@ -184,11 +185,11 @@ class _Loader:
             become=self.optional_flag(raw.get("become"), path + ("become",)))
 
     def task(self, raw: Any, path: YamlPath, *, handler: bool, index: int) -> Task:
-        modules = load_modules()
         keywords = HANDLER_KEYS if handler else TASK_KEYS
         if not isinstance(raw, dict):
             raise self.fail("a task must be a mapping (name, one module, options)", path)
         module_keys = [k for k in raw if k not in keywords]
+        modules = load_modules(plugins=any(k not in MODULES for k in module_keys))
         for key in module_keys:
             if key not in modules:
                 what = "task key or module"

@@ -134,7 +134,7 @@ class PlaybookRunner:
 
     def plan(self) -> list[tuple[Play, tuple["Host", ...]]]:
         """Each play with its hosts (pattern ∩ --limit). Raises InputError before any SSH."""
-        load_modules()
+        load_modules(plugins=False)
         limit = None
         if self.options.limit:
             limit = {h.name for h in self.inventory.select(self.options.limit)}

@@ -19,22 +19,27 @@ __all__ = [
 
 BUILTIN = ("command", "files", "systemd", "wait_for", "logic")
 PLUGIN_ENV = "ASCENDCTL_PLAYBOOK_MODULES"   # extra importable module names, comma-separated
-_loaded = False
+_builtin_loaded = False
+_plugins_loaded = False
 _lock = threading.Lock()
 
 
-def load_modules() -> dict[str, type[Module]]:
-    """Import the built-in modules and every `ascendctl/<pkg>/playbook_modules[.py]`.
+def load_modules(*, plugins: bool = True) -> dict[str, type[Module]]:
+    """Import the built-in modules and (with plugins) every
+    `ascendctl/<pkg>/playbook_modules[.py]`.
 
     Other packages register their modules with @register_module in their own files;
-    nothing here lists them.
+    nothing here lists them. A playbook that uses only built-in modules does not pay for
+    importing the others.
     """
-    global _loaded
+    global _builtin_loaded, _plugins_loaded
     with _lock:
-        if _loaded:
+        if not _builtin_loaded:
+            for name in BUILTIN:
+                importlib.import_module(f"ascendctl.playbook.modules.{name}")
+            _builtin_loaded = True
+        if not plugins or _plugins_loaded:
             return MODULES
-        for name in BUILTIN:
-            importlib.import_module(f"ascendctl.playbook.modules.{name}")
         package_root = Path(__file__).resolve().parents[2]
         for child in sorted(package_root.iterdir()):
             if child.name.startswith(("_", ".")) or not child.is_dir():
@@ -44,5 +49,5 @@ def load_modules() -> dict[str, type[Module]]:
                 importlib.import_module(f"ascendctl.{child.name}.playbook_modules")
         for extra in filter(None, (p.strip() for p in os.environ.get(PLUGIN_ENV, "").split(","))):
             importlib.import_module(extra)
-        _loaded = True
+        _plugins_loaded = True
         return MODULES
