@@ -123,14 +123,17 @@ def build_chains(plan: WeightsPlan, states: dict[str, NodeState],
                 holders.setdefault(sha, set()).add(node.name)
             else:
                 missing_on.setdefault(sha, []).append(node.name)
-    groups: dict[tuple[str, ...], list[str]] = {}
+    # one chain per (nodes missing it, node that can serve it): a node holding an object
+    # serves it to the others, so the jump host sends only what no node has
+    groups: dict[tuple[tuple[str, ...], str | None], list[str]] = {}
     for sha, names in missing_on.items():
-        groups.setdefault(tuple(sorted(names, key=rank.__getitem__)), []).append(sha)
+        targets = tuple(sorted(names, key=rank.__getitem__))
+        holder = min(holders[sha], key=rank.__getitem__) if holders.get(sha) else None
+        groups.setdefault((targets, holder), []).append(sha)
     chains = []
-    for targets, shas in sorted(groups.items(), key=lambda kv: -sum(objects[s].entry.size
-                                                                     for s in kv[1])):
-        common = set.intersection(*(holders.get(s, set()) for s in shas))
-        source = min(common, key=rank.__getitem__) if common else None
+    for (targets, source), shas in sorted(groups.items(),
+                                          key=lambda kv: -sum(objects[s].entry.size
+                                                              for s in kv[1])):
         records = []
         for sha in sorted(shas, key=lambda s: objects[s].path):
             planned = objects[sha]
