@@ -276,3 +276,39 @@ def test_hostile_names_are_rejected_before_any_connection(lab, tmp_path, mutatio
     proc = subprocess.run([sys.executable, "-m", "ascendctl", "play", str(book), "-i",
                            str(path)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and proc.stdout == ""
+
+
+def test_ctrl_c_stops_the_run_and_reports_what_ran(lab, tmp_path):
+    import signal
+    import time
+
+    book = tmp_path / "slow.yaml"
+    book.write_text(textwrap.dedent("""
+        - hosts: all
+          tasks:
+            - name: quick
+              command: [hostname]
+              changed_when: false
+            - name: slow
+              command: [sleep, "60"]
+            - name: never reached
+              command: [hostname]
+        """))
+    inventory = write_inventory(lab, tmp_path / "inv.yaml")
+    proc = subprocess.Popen([sys.executable, "-m", "ascendctl", "play", str(book), "-i",
+                             str(inventory)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        time.sleep(4)          # start-up, connect, the quick task; now inside `sleep 60`
+        started = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert time.monotonic() - started < 10
+    assert proc.returncode == 130, err
+    assert "TASK [quick]" in out and "never reached" not in out
+    assert "RECAP" in out and "interrupted" in out
+    for node in lab.nodes:
+        assert f"{node.name}  ok=1" in out
