@@ -84,7 +84,7 @@ class HostState:
     host: "Host"
     base: dict[str, Any]
     facts: dict[str, Any] = field(default_factory=dict)   # registered + set_fact (whole run)
-    play_vars: dict[str, Any] = field(default_factory=dict)
+    play_vars: dict[str, Any] = field(default_factory=dict)   # as written (rendered on use)
     failed: bool = False
     unreachable: bool = False
     notified: set[str] = field(default_factory=set)
@@ -104,7 +104,7 @@ class HostVars(Mapping[str, Mapping[str, Any]]):
         state = self._runner.states.get(name)
         if state is None:
             raise KeyError(name)
-        return {**state.base, **state.play_vars, **state.facts}
+        return self._runner.host_variables(state)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._runner.states)
@@ -219,7 +219,7 @@ class PlaybookRunner:
                 continue
             self._play_hosts = [h.name for h in active if self.states[h.name].active]
             for name in batch:
-                self._render_play_vars(play, self.states[name])
+                self.states[name].play_vars = dict(play.vars)
             outcome = self._run_batch(play, batch, tasks, play_report)
             if outcome == "abort":
                 return False
@@ -230,16 +230,21 @@ class PlaybookRunner:
                 return True
         return True
 
-    def _render_play_vars(self, play: Play, state: HostState) -> None:
-        state.play_vars = {}
-        for key, value in play.vars.items():
-            variables = {**state.base, **state.play_vars, **state.facts,
-                         **self.options.extra_vars}
+    def host_variables(self, state: HostState) -> dict[str, Any]:
+        """Inventory, play vars (rendered now, in order, like Ansible's lazy vars) and the
+        host's registered results and facts."""
+        from jinja2 import StrictUndefined
+
+        rendered: dict[str, Any] = {}
+        for key, value in state.play_vars.items():
+            context = {**state.base, **rendered, **state.facts, **self.options.extra_vars,
+                       "hostvars": self.hostvars}
             try:
-                state.play_vars[key] = self.templar.render(value, variables)
-            except TemplateError:
-                # Left as written; the task that uses it reports the error for this host.
-                state.play_vars[key] = value
+                rendered[key] = self.templar.render(value, context)
+            except TemplateError as err:
+                # Fails only where it is used, with the reason.
+                rendered[key] = StrictUndefined(hint=f"play variable {key!r}: {err}")
+        return {**state.base, **rendered, **state.facts}
 
     def _run_batch(self, play: Play, batch: list[str], tasks: list[Task],
                    play_report: PlayReport) -> str:
@@ -360,7 +365,7 @@ class PlaybookRunner:
     # -- one task on one host (worker thread) ------------------------------------------------
 
     def variables(self, state: HostState, task: Task | None = None) -> dict[str, Any]:
-        variables = {**state.base, **state.play_vars, **state.facts}
+        variables = self.host_variables(state)
         if task is not None and task.vars:
             for key, value in task.vars.items():
                 variables[key] = self.templar.render(value, variables)

@@ -309,3 +309,24 @@ def test_check_mode_skips_modules_that_cannot_predict(tmp_path):
     assert "check mode" in reboot.results["node0"].msg
     assert debug.results["node0"].msg == "true"
     assert report.exec_counts == {"node0": 0}
+
+
+def test_play_vars_are_rendered_when_used(tmp_path):
+    report, events, _ = run(tmp_path, """
+        - hosts: node0
+          vars:
+            greeting: "hello {{ who.msg }}"
+            broken: "{{ deploy.rooot }}"
+          tasks:
+            - debug: {msg: world}
+              register: who
+            - name: uses greeting
+              debug: {msg: "{{ greeting }}"}
+            - name: uses broken
+              debug: {msg: "{{ broken }}"}
+        """)
+    _, greet, broken = report.plays[0].tasks
+    assert greet.results["node0"].msg == "hello world"
+    assert broken.results["node0"].status == "failed"
+    assert "play variable 'broken'" in broken.results["node0"].msg
+    assert "rooot" in broken.results["node0"].msg
