@@ -51,6 +51,17 @@ class SshSettings:
     sudo: bool
     jump: tuple[str, ...] = ()       # ProxyJump hops, outermost first
     proxy_command: Optional[str] = None
+    # Whether the inventory gave user/port itself; if not, ~/.ssh/config's User/Port win.
+    user_explicit: bool = True
+    port_explicit: bool = True
+    become: Optional[bool] = None
+
+    def apply_ssh_config(self, cfg: Mapping[str, Any]) -> None:
+        if not self.user_explicit and cfg.get("user"):
+            self.user = str(cfg["user"])
+        if not self.port_explicit and cfg.get("port"):
+            self.port = int(cfg["port"])
+        self.sudo = self.user != "root" if self.become is None else self.become
 
     @classmethod
     def for_host(cls, host: "Host", *, connect_timeout: float | None = None,
@@ -65,6 +76,8 @@ class SshSettings:
             command_timeout=command_timeout or spec.command_timeout,
             sudo=spec.uses_sudo,
             jump=tuple(h.strip() for h in spec.jump_host.split(",")) if spec.jump_host else (),
+            user_explicit="user" in spec.model_fields_set,
+            port_explicit="port" in spec.model_fields_set, become=spec.become,
         )
 
 
@@ -273,6 +286,7 @@ class HostConnection:
 
         s = self.settings
         cfg = self._ssh_config.lookup(s.address)
+        s.apply_ssh_config(cfg)
         timeout = s.connect_timeout
         connect_kwargs: dict[str, Any] = {
             "banner_timeout": timeout, "auth_timeout": timeout, "channel_timeout": timeout,
@@ -457,6 +471,7 @@ class HostConnection:
             env: Mapping[str, quoting.Arg] | None = None) -> CommandResult:
         """Run an argv list: every element reaches the remote side as one literal word."""
         command = quoting.join_argv(quoting.with_env(env, argv))
+        self.open()
         return self.exec(self.become_command(command, become), stdin=stdin, timeout=timeout)
 
     def run_shell(self, script: str, args: Sequence[quoting.Arg] = (), *,
@@ -464,6 +479,7 @@ class HostConnection:
                   become: bool | None = None, shell: str = "sh") -> CommandResult:
         """`sh -c SCRIPT` with values passed as "$1", "$2", ... (never spliced into SCRIPT)."""
         command = quoting.sh_c(script, args, shell=shell)
+        self.open()
         return self.exec(self.become_command(command, become), stdin=stdin, timeout=timeout)
 
     def run_script(self, script: str, args: Sequence[quoting.Arg] = (), *,
@@ -478,6 +494,7 @@ class HostConnection:
         wrapped = ("__ascendctl_main() {\n" + script.rstrip("\n") + "\n}\n"
                    '__ascendctl_main "$@" </dev/null\n')
         command = quoting.sh_s(args, shell=shell)
+        self.open()
         return self.exec(self.become_command(command, become), stdin=wrapped, timeout=timeout)
 
     def write_file(self, path: str, data: bytes | str, *, mode: int | None = None,
@@ -493,7 +510,9 @@ class HostConnection:
                         become=become).changed
 
     def become_command(self, command: str, become: bool | None) -> str:
-        """The command wrapped in `sudo -n` when this host's user needs it (or `become`)."""
+        """The command wrapped in `sudo -n` when this host's user needs it (or `become`).
+
+        Call after open(): the user may come from ~/.ssh/config."""
         sudo = self.settings.sudo if become is None else (become and self.settings.user
                                                            != "root")
         return quoting.become(command, sudo=sudo)

@@ -205,6 +205,16 @@ def test_jump_host_from_inventory_and_from_ssh_config(lab, tmp_path):
     with SshPool([plain.host(follower.name)], ssh_config_path=str(config)) as pool:
         res = pool.run(["sh", "-c", "echo $SSH_CONNECTION"])[follower.name]
     assert res.ok and res.value.stdout.split()[0] == head.mgmt_ip
+    # User and Port come from ~/.ssh/config when the inventory does not give them
+    data = yaml.safe_load((tmp_path / "plain.yaml").read_text())
+    data["all"]["vars"]["ssh"].pop("user")
+    data["all"]["vars"]["ssh"].pop("port")
+    (tmp_path / "nouser.yaml").write_text(yaml.safe_dump(data))
+    config.write_text(f"Host {follower.mgmt_ip}\n    User nobody\n    Port 22\n")
+    nouser = load_inventory(tmp_path / "nouser.yaml")
+    with SshPool([nouser.host(follower.name)], ssh_config_path=str(config)) as pool:
+        res = pool.run(["true"])[follower.name]
+    assert res.error_kind == ConnectKind.AUTH and "nobody@" in res.error
     # a jump host with an unknown key is refused like any other host
     empty = tmp_path / "empty"
     empty.write_text("")

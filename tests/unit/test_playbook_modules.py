@@ -34,6 +34,9 @@ class LocalConn:
         return CommandResult("local", command, proc.returncode, proc.stdout, proc.stderr,
                              time.monotonic() - started)
 
+    def open(self):
+        pass
+
     def become_command(self, command, become):
         return command
 

@@ -133,8 +133,10 @@ class Shell(Module):
         command = quoting.sh_c(script, args.args, shell=args.executable)
         if args.env:
             command = quoting.join_argv(quoting.with_env(args.env, [])) + " " + command
-        res = ctx.conn.exec(ctx.conn.become_command(command, ctx.become), stdin=args.stdin,
-                            timeout=ctx.timeout)
+        conn = ctx.conn
+        conn.open()
+        res = conn.exec(conn.become_command(command, ctx.become), stdin=args.stdin,
+                        timeout=ctx.timeout)
         return ModuleResult.from_command(res, changed=True)
 
 
