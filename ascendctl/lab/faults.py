@@ -18,6 +18,9 @@ if TYPE_CHECKING:
 STATE_FILE = "/etc/ascend-sim/state.json"
 LEFTOVER_UNIT = "ascend-leftover-npu"
 FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+# sshd's seccomp-sandboxed pre-auth child dies (SIGSYS) with libfaketime loaded: sshd is
+# exempted so that SSH still works and the sessions it starts see the skewed clock.
+SSHD_FAKETIME_DROPIN = "/etc/systemd/system/ssh.service.d/ascendctl-faketime.conf"
 DEPLOY_ROOT = "/var/lib/ascendctl"
 LEFTOVER_MB = 59017
 
@@ -193,8 +196,13 @@ def inject(lab: Lab, node: str, kind: str, value: str | None = None) -> str:
         lab.exec(node, ["systemctl", "stop", "ssh.service"])
     elif kind == "clock-skew":
         seconds = _int(value, 300, kind, -10**8, 10**8)
+        # sshd must be restarted with the library already preloaded (and skipped)
         lab.exec(node, ["sh", "-c", f"printf '%+ds\\n' {seconds} > /etc/faketimerc && "
-                                    f"echo {FAKETIME_LIB} > /etc/ld.so.preload"])
+                                    f"echo {FAKETIME_LIB} > /etc/ld.so.preload && "
+                                    f"mkdir -p {SSHD_FAKETIME_DROPIN.rsplit('/', 1)[0]} && "
+                                    "printf '[Service]\\nEnvironment=FAKETIME_SKIP_CMDS=sshd\\n' "
+                                    f"> {SSHD_FAKETIME_DROPIN} && systemctl daemon-reload && "
+                                    "systemctl restart ssh.service"])
     elif kind == "bios-sriov-on":
         state["bios"]["sriov"] = True
     elif kind == "bios-acs-on":
@@ -216,6 +224,9 @@ def heal(lab: Lab, node: str) -> None:
     for proc in current.get("processes", []):
         lab.exec(node, ["systemctl", "stop", f"{LEFTOVER_UNIT}{proc['npu']}"], check=False)
     lab.exec(node, ["sh", "-c", "rm -f /etc/ld.so.preload /etc/faketimerc; "
+                                f"if [ -e {SSHD_FAKETIME_DROPIN} ]; then rm -f {SSHD_FAKETIME_DROPIN}; "
+                                f"rmdir --ignore-fail-on-non-empty {SSHD_FAKETIME_DROPIN.rsplit('/', 1)[0]}; "
+                                "systemctl daemon-reload; systemctl try-restart ssh.service; fi; "
                                 f"while mountpoint -q {DEPLOY_ROOT}; do "
                                 f"umount {DEPLOY_ROOT}; done; systemctl start ssh.service"])
     record = lab._load()
