@@ -213,16 +213,33 @@ def pinned(node: str, facts: NodeFacts, exp: Expectations) -> Outcome:
     if not pins:
         return Outcome.skip("the inventory pins no versions")
     installed = component_versions(facts)
-    wrong = []
+    wrong, absent = [], []
     for name, pin in pins:
         have = installed.get(name)
-        if have is None or not matches_pin(have, pin):
+        if have is None and _presence_check(name, facts, exp):
+            absent.append(f"{name} ({_presence_check(name, facts, exp)})")
+        elif have is None or not matches_pin(have, pin):
             wrong.append((name, have, pin))
     if wrong:
         return Outcome(Status.FAIL,
                        "; ".join(f"{n} {h or 'missing'} (pinned {p})" for n, h, p in wrong),
                        "; ".join(_pin_fix(n, p, facts) for n, _, p in wrong))
+    if absent:
+        return Outcome.skip("not installed, reported by its presence check: " + ", ".join(absent))
     return Outcome.ok("all pinned versions installed: " + ", ".join(f"{n} {p}" for n, p in pins))
+
+
+def _presence_check(name: str, facts: NodeFacts, exp: Expectations) -> str | None:
+    """The check that reports `name` missing (one fault = one finding), if any."""
+    if name == "cann":
+        return "see versions.cann_present"
+    if name in ("driver", "firmware"):
+        return "see versions.driver_firmware"
+    if name == "python" and facts.python is None:
+        return "see versions.python_stack"
+    if name in exp.required_packages:
+        return "see versions.python_stack"
+    return None
 
 
 def _pin_fix(name: str, pin: str, facts: NodeFacts) -> str:
