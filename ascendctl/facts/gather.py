@@ -94,6 +94,7 @@ class GatherParams:
     path_mtu: int | None = None                 # DF ping with this MTU when measurable
     extended: bool = False                      # also usages/memory/common/optical/lldp/link_stat
     max_jobs: int = 16
+    pings_only: bool = False                    # only the ping/dfping sections (a second round)
 
     @property
     def roce_ports(self) -> tuple[int, ...]:
@@ -220,6 +221,8 @@ def build_gather_script(params: GatherParams, nonce: str | None = None) -> str:
     job("uname", "uname -srm")
     job("hostname", "hostname")
     job("getent", "getent ahosts \"$(hostname)\"")
+    if params.pings_only:
+        jobs[:] = [(n, c) for n, c in jobs if n.startswith(("ping:", "dfping:"))]
 
     lines = [
         "#!/bin/bash",
