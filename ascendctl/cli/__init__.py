@@ -22,6 +22,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "play",
     "render",
     "weights",
+    "preflight",
 )
 
 app = typer.Typer(
