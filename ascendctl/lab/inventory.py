@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 
@@ -19,9 +20,13 @@ def build(*, name: str, chip: str, npus: int, roce_mtu: int, netmask: str, key: 
                 "model": {"name": "ascendctl-lab/tiny-qwen3", "source": str(model_dir),
                           "dtype": "bfloat16", "served_name": "tiny"},
                 # One pipeline stage per node (vLLM's CPU build runs PP across nodes).
+                # vLLM's CPU build: one pipeline stage per node over gloo, a fixed KV
+                # space (it cannot measure free device memory), each node's engine bound
+                # to its own CPU (a shared machine).
                 "serving": {"mode": "mp", "engine": engine, "port": 8000,
                             "tensor_parallel_size": 1, "pipeline_parallel_size": len(nodes),
-                            "max_model_len": 256},
+                            "max_model_len": 256, "max_num_seqs": 8, "startup_timeout": 300,
+                            "env": {"VLLM_CPU_KVCACHE_SPACE": "1"}},
                 "versions": versions,
             },
             "children": {
@@ -29,7 +34,9 @@ def build(*, name: str, chip: str, npus: int, roce_mtu: int, netmask: str, key: 
                     "hosts": {
                         n["name"]: {"ansible_host": n["mgmt_ip"], "rank": n["rank"],
                                     "ip": n["mgmt_ip"], "nic": n["nic"],
-                                    "device_ips": list(n["device_ips"])}
+                                    "device_ips": list(n["device_ips"]),
+                                    "env": {"VLLM_CPU_OMP_THREADS_BIND":
+                                            str(n["rank"] % (os.cpu_count() or 1))}}
                         for n in nodes
                     }
                 }
