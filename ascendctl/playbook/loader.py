@@ -22,7 +22,7 @@ from ascendctl.playbook.modules import MODULES, Module, ModuleError, load_module
 from ascendctl.playbook.templating import Templar, TemplateError, contains_template
 
 PLAY_KEYS = ("name", "hosts", "order", "serial", "vars", "tasks", "handlers", "tags",
-             "gather_facts", "any_errors_fatal", "confirm", "become")
+             "gather_facts", "any_errors_fatal", "always", "confirm", "become")
 TASK_KEYS = ("name", "when", "tags", "register", "retries", "delay", "until", "notify",
              "ignore_errors", "run_once", "changed_when", "failed_when", "check_mode",
              "no_log", "become", "timeout", "vars")
@@ -181,6 +181,7 @@ class _Loader:
             tags=self.tags(raw.get("tags"), path + ("tags",)), gather_facts=gather,
             any_errors_fatal=self.flag(raw.get("any_errors_fatal", False),
                                        path + ("any_errors_fatal",)),
+            always=self.flag(raw.get("always", False), path + ("always",)),
             confirm=confirm,
             become=self.optional_flag(raw.get("become"), path + ("become",)))
 

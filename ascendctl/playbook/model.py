@@ -65,6 +65,9 @@ class Play:
     tags: frozenset[str] = frozenset()
     gather_facts: bool = False
     any_errors_fatal: bool = False
+    # Runs even after an earlier play stopped the run (cleanup: give back a lock), on
+    # every host it names, failed ones included.
+    always: bool = False
     confirm: Optional[str] = None
     become: Optional[bool] = None
 

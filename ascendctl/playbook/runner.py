@@ -170,9 +170,12 @@ class PlaybookRunner:
             self.states[name] = HostState(host=host, base=inventory_vars(self.inventory, host))
         self.pool = self._make_pool(list(all_hosts.values()))
         try:
+            stopped = False
             for play, hosts in planned:
+                if stopped and not play.always:
+                    continue
                 if not self._run_play(play, hosts):
-                    break
+                    stopped = True
         except KeyboardInterrupt:
             self.report.interrupted = True
             self.pool.interrupt()
@@ -193,6 +196,9 @@ class PlaybookRunner:
 
     def _run_play(self, play: Play, hosts: Sequence["Host"]) -> bool:
         """Run one play; False when the whole run must stop (any_errors_fatal, Ctrl-C)."""
+        if play.always:
+            for host in hosts:
+                self.states[host.name].failed = False  # the report keeps the failure
         active = [h for h in hosts if self.states[h.name].active]
         play_report = PlayReport(name=play.name, hosts=[h.name for h in active],
                                  order=play.order)
@@ -473,7 +479,8 @@ class PlaybookRunner:
                 play_hosts=list(once_for or self._play_hosts),
                 become=task.become if task.become is not None else play.become,
                 timeout=task.timeout,
-                _conn_factory=None if module_cls.runs_on == "controller" else pool.conn)
+                _conn_factory=None if module_cls.runs_on == "controller" else pool.conn,
+                _pool=pool if task.run_once else None)
             if module_cls.runs_on == "controller":
                 ctx._conn_factory = pool.conn if task.run_once else None
             return module_cls().run(ctx, args)

@@ -211,6 +211,31 @@ def test_any_errors_fatal_stops_everything(tmp_path):
     assert report.exit_code() == Exit.FAILED
 
 
+def test_always_play_runs_after_a_stop_on_every_host_it_names(tmp_path):
+    report, events, _ = run(tmp_path, """
+        - name: work
+          hosts: nodes
+          any_errors_fatal: true
+          tasks:
+            - fail: {msg: broken}
+              when: rank == 0
+        - name: skipped after the stop
+          hosts: nodes
+          tasks:
+            - name: not reached
+              debug: {msg: x}
+        - name: cleanup
+          hosts: head
+          always: true
+          tasks:
+            - name: give back the lock
+              debug: {msg: released}
+        """)
+    assert [e[0] for e in events] == ["fail broken", "give back the lock"]
+    assert events[-1][1] == {"node0": "ok"}      # node0 had failed, cleanup still runs there
+    assert report.exit_code() == Exit.FAILED     # the failure stays in the report
+
+
 def test_tags_limit_and_extra_vars(tmp_path):
     book = """
         - hosts: nodes

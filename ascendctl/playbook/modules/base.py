@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
     from ascendctl.inventory import Host, Inventory
     from ascendctl.playbook.templating import Templar
-    from ascendctl.transport import CommandResult, HostConnection
+    from ascendctl.transport import CommandResult, HostConnection, SshPool
 
 
 class ModuleError(AscendctlError):
@@ -128,6 +128,14 @@ class ModuleContext:
     become: Optional[bool] = None
     timeout: Optional[float] = None
     _conn_factory: Any = None
+    _pool: Any = None
+
+    @property
+    def pool(self) -> "SshPool":
+        """The run's connection pool (run_once modules that work on many hosts at once)."""
+        if self._pool is None:
+            raise ModuleError("the connection pool is only given to run_once tasks")
+        return self._pool
 
     @property
     def conn(self) -> "HostConnection":
