@@ -68,11 +68,23 @@ def link_exists(name: str, netns: str | None = None) -> bool:
     return run(argv, check=False).returncode == 0
 
 
+def bridge_mac(name: str) -> str:
+    """A fixed, locally administered MAC for a lab bridge. Left to the kernel, a bridge
+    takes the lowest MAC of its ports and changes it whenever a node's veths go away or
+    come back (power-off/heal): the other nodes' ARP entries for the bridge's address
+    then go stale and their pings and SSH replies are lost for seconds."""
+    import hashlib
+
+    digest = hashlib.sha256(name.encode()).digest()
+    return "02:" + ":".join(f"{b:02x}" for b in digest[:5])
+
+
 def ensure_bridge(name: str, address: str) -> None:
     check_lab_address(address)
     if not link_exists(name):
         run(["ip", "link", "add", name, "type", "bridge"])
         run(["ip", "addr", "add", f"{address}/24", "dev", name])
+    run(["ip", "link", "set", name, "address", bridge_mac(name)])
     run(["ip", "link", "set", name, "up"])
 
 
