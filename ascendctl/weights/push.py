@@ -209,7 +209,6 @@ def _push(inv, plan: WeightsPlan, pool, started: float, show_progress: bool) -> 
 
 def _collect(plan: WeightsPlan, chains, results: list[ChainResult], nodes: dict,
              links: dict) -> list[str]:
-    objects = plan.objects()
     names_of: dict[str, list[str]] = {}
     for node in plan.nodes:
         for planned in node.files:
@@ -243,7 +242,6 @@ def _collect(plan: WeightsPlan, chains, results: list[ChainResult], nodes: dict,
                 errors.append(error)
     if len(results) < len(chains):
         errors.append("stopped after a failed relay chain; run push again to continue")
-    del objects
     return errors
 
 

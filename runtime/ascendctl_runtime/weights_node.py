@@ -285,6 +285,7 @@ def hop_argv(spec: dict) -> list[str]:
     return ["ssh", "-A", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes",
             "-o", "UserKnownHostsFile=" + spec["known_hosts"],
             "-o", "GlobalKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
+            "-o", "ServerAliveInterval=15",
             "-o", "Ciphers=aes128-gcm@openssh.com,chacha20-poly1305@openssh.com,"
                   "aes256-gcm@openssh.com,aes128-ctr",
             "-o", "ConnectTimeout=" + str(int(spec.get("connect_timeout", 10))),
