@@ -96,7 +96,7 @@ def play(
     reporter = Reporter() if as_json else ConsoleReporter(show_diff=diff, check=check)
     runner = PlaybookRunner(book, inv, options, reporter, templar_for(book.path))
     if list_tasks:
-        planned = runner.plan()
+        planned = runner.plan(for_run=False)
         if as_json:
             from ascendctl.playbook.runner import task_selected
 

@@ -132,8 +132,10 @@ class PlaybookRunner:
 
     # -- planning (no host contacted) --------------------------------------------------------
 
-    def plan(self) -> list[tuple[Play, tuple["Host", ...]]]:
-        """Each play with its hosts (pattern ∩ --limit). Raises InputError before any SSH."""
+    def plan(self, *, for_run: bool = True) -> list[tuple[Play, tuple["Host", ...]]]:
+        """Each play with its hosts (pattern ∩ --limit). Raises InputError before any SSH.
+
+        for_run: also refuse plays that need a confirmation nobody can give."""
         load_modules(plugins=False)
         limit = None
         if self.options.limit:
@@ -148,7 +150,7 @@ class PlaybookRunner:
             if limit is not None:
                 hosts = tuple(h for h in hosts if h.name in limit)
             planned.append((play, hosts))
-        interactive = self.options.confirm is not None
+        interactive = self.options.confirm is not None or not for_run
         for play, hosts in planned:
             if play.confirm and hosts and not (self.options.yes or self.options.check
                                                or interactive):

@@ -131,6 +131,7 @@ def test_console_output_is_plain_when_piped(tmp_path):
 def test_list_tasks_contacts_nothing(tmp_path):
     book = tmp_path / "p.yaml"
     book.write_text(PLAYBOOK)
+    book.write_text(PLAYBOOK.replace("  hosts: nodes\n", "  hosts: nodes\n  confirm: sure?\n", 1))
     proc = ascendctl("play", str(book), "-i", inventory(tmp_path), "--list-tasks", "--json")
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
