@@ -92,7 +92,12 @@ def gather_states(pool, inv, plan: WeightsPlan, *, repair: bool) -> dict[str, No
     results = pool.map(one, [n.name for n in plan.nodes])
     failed = [f"{name}: {r.error}" for name, r in results.items() if r.status != "ok"]
     if failed:
-        raise AscendctlError("cannot read the nodes' stores: " + "; ".join(failed))
+        from ascendctl.exitcodes import Exit
+
+        unreachable = any(r.status == "unreachable" for r in results.values())
+        raise AscendctlError("cannot read the nodes' stores, nothing was sent: "
+                             + "; ".join(failed),
+                             exit_code=Exit.UNREACHABLE if unreachable else None)
     return {name: r.value for name, r in results.items()}
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import fcntl
 import hashlib
 import json
 import os
@@ -443,21 +444,28 @@ class PartialWriter:
 
     def __init__(self, store: Store, sha: str, size: int, offset: int):
         self.store, self.sha, self.size = store, sha, size
-        os.makedirs(os.path.dirname(store.partial_path(sha)), exist_ok=True)
         path = store.partial_path(sha)
-        have = store.partial_size(sha)
-        if have > size or have < offset:
-            # longer than the object, or shorter than where the stream starts: start over
-            # (the controller computed offset from every target's partial, so this is rare)
-            have = 0 if have > size else have
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        self.handle = os.fdopen(os.open(path, os.O_RDWR | os.O_CREAT, 0o644), "r+b")
+        try:
+            # two pushes must never append to the same partial file
+            fcntl.flock(self.handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            self.handle.close()
+            raise ValueError(f"{sha}: another push is writing this object") from None
+        have = os.fstat(self.handle.fileno()).st_size
+        if have > size:
+            have = 0                    # longer than the object: not ours, start over
+        if have < offset:
+            # the controller starts the stream at the smallest partial of all targets;
+            # a shorter one means the file changed since: wait for the next push
+            self.handle.close()
+            raise ValueError(f"{sha}: partial file has {have} bytes but the stream starts "
+                             f"at {offset}")
         self.digest = hashlib.sha256()
         if have:
             sha256_file(path, 0, have, self.digest)
         self.have = have
-        if have < offset:
-            raise ValueError(f"{sha}: partial file has {have} bytes but the stream starts "
-                             f"at {offset}")
-        self.handle = open(path, "r+b" if have else "wb")
         self.handle.seek(have)
         self.handle.truncate(have)
         self.written = 0

@@ -139,3 +139,20 @@ def test_materialise_links_into_store_and_writes_index(tmp_path):
     request["files"] = [{"path": "../escape", "sha256": sha}]
     code, _ = run_helper(tmp_path, "materialise", stdin=json.dumps(request).encode())
     assert code == 2
+
+
+def test_a_second_writer_of_the_same_object_is_refused(tmp_path):
+    import fcntl
+
+    data = os.urandom(50_000)
+    sha = hashlib.sha256(data).hexdigest()
+    partial = tmp_path / "store" / "partial" / f"{sha}.part"
+    partial.parent.mkdir(parents=True)
+    partial.write_bytes(data[:10_000])
+    with open(partial, "r+b") as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)       # another push is appending
+        code, events = run_helper(tmp_path, "relay", stdin=record(data) + END)
+    assert code == 1
+    verdict = [e for e in events if e["ev"] == "obj"][0]
+    assert not verdict["ok"] and "another push" in verdict["msg"]
+    assert partial.read_bytes() == data[:10_000]        # untouched
