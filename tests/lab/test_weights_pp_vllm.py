@@ -18,6 +18,7 @@ import yaml
 from test_weights_push import cli, write_inventory
 
 from ascendctl.plan.pp_split import stage_ranges
+from ascendctl.weights.safetensors_file import read_header, tensor_bytes
 
 pytestmark = pytest.mark.lab
 
@@ -125,6 +126,47 @@ def serve_args(model_dir: str, *extra: str) -> list[str]:
             "--compilation-config", COMPILATION, *extra]
 
 
+def merged_copy(model: Path, out: Path) -> Path:
+    """The same checkpoint with every tensor in ONE file (so the file mixes stages)."""
+    import shutil
+
+    from ascendctl.lab.model import write_safetensors
+
+    shutil.copytree(model, out, ignore=shutil.ignore_patterns("*.safetensors",
+                                                              "*.index.json"))
+    tensors = {}
+    for path in sorted(model.glob("*.safetensors")):
+        header = read_header(path)
+        for info in header.tensors:
+            assert info.dtype == "BF16"
+            tensors[info.name] = (info.shape, tensor_bytes(header, info.name))
+    write_safetensors(out / "model.safetensors", tensors)
+    (out / "model.safetensors.index.json").write_text(json.dumps(
+        {"metadata": {}, "weight_map": {name: "model.safetensors" for name in tensors}}))
+    return out
+
+
+def run_pipeline(lab, model_dir: str) -> list[str]:
+    n0, n1 = lab.node("node0"), lab.node("node1")
+    multi = ["--distributed-executor-backend", "mp", "--nnodes", "2",
+             "--master-addr", n0.mgmt_ip, "--master-port", str(MASTER_PORT),
+             "--pipeline-parallel-size", "2"]
+    head = Engine(lab, "node0", "wtest-vllm-pp0")
+    follower = Engine(lab, "node1", "wtest-vllm-pp1")
+    try:
+        head.start({"HF_HUB_OFFLINE": "1", "VLLM_CPU_OMP_THREADS_BIND": "0",
+                    "VLLM_HOST_IP": n0.mgmt_ip},
+                   serve_args(model_dir, *multi, "--node-rank", "0",
+                              "--host", n0.mgmt_ip, "--port", str(PORT)))
+        follower.start({"HF_HUB_OFFLINE": "1", "VLLM_CPU_OMP_THREADS_BIND": "1",
+                        "VLLM_HOST_IP": n1.mgmt_ip},
+                       serve_args(model_dir, *multi, "--node-rank", "1", "--headless"))
+        return completions(n0.mgmt_ip, [head, follower])
+    finally:
+        head.stop()
+        follower.stop()
+
+
 def test_pp2_nodes_hold_only_their_stage_and_match_single_node(lab, tmp_path):
     inventory = Path(lab.inventory_path)
     data = yaml.safe_load(inventory.read_text())
@@ -132,7 +174,7 @@ def test_pp2_nodes_hold_only_their_stage_and_match_single_node(lab, tmp_path):
     assert (serving["mode"], serving["tensor_parallel_size"],
             serving["pipeline_parallel_size"]) == ("mp", 1, 2)
     model = Path(data["all"]["vars"]["model"]["source"])
-    n0, n1 = lab.node("node0"), lab.node("node1")
+    n0 = lab.node("node0")
 
     # per-node stage directories, pushed and linked from the stores
     push = cli("weights", "push", "-i", str(inventory), "--json", "--no-progress")
@@ -184,21 +226,23 @@ def test_pp2_nodes_hold_only_their_stage_and_match_single_node(lab, tmp_path):
     finally:
         single.stop()
 
-    multi = ["--distributed-executor-backend", "mp", "--nnodes", "2",
-             "--master-addr", n0.mgmt_ip, "--master-port", str(MASTER_PORT),
-             "--pipeline-parallel-size", "2"]
-    head = Engine(lab, "node0", "wtest-vllm-pp0")
-    follower = Engine(lab, "node1", "wtest-vllm-pp1")
-    try:
-        head.start(base_env, serve_args(pp_dir, *multi, "--node-rank", "0",
-                                        "--host", n0.mgmt_ip, "--port", str(PORT)))
-        follower.start({"HF_HUB_OFFLINE": "1", "VLLM_CPU_OMP_THREADS_BIND": "1",
-                        "VLLM_HOST_IP": n1.mgmt_ip},
-                       serve_args(pp_dir, *multi, "--node-rank", "1", "--headless"))
-        pipelined = completions(n0.mgmt_ip, [head, follower])
-    finally:
-        head.stop()
-        follower.stop()
+    pipelined = run_pipeline(lab, pp_dir)
     print(f"single node: {reference!r}\npipeline:    {pipelined!r}")
     assert all(text for text in reference)
     assert pipelined == reference
+
+    # the same checkpoint as ONE file mixing both stages, repacked per stage: each node
+    # still holds only its stage's bytes, and the engine gives the same completion
+    merged = merged_copy(model, tmp_path / "merged")
+    merged_inventory = write_inventory(lab, tmp_path / "merged.yaml", merged)
+    push = cli("weights", "push", "-i", str(merged_inventory), "--repack", "--json",
+               "--no-progress")
+    assert push.returncode == 0, push.stderr
+    repack_dir = f"{ROOT}/releases/wtest-repack/model"
+    assert cli("weights", "link", "-i", str(merged_inventory), "--repack", "--dest",
+               repack_dir).returncode == 0
+    for node in ("node0", "node1"):
+        held = node_tensors(lab, node, repack_dir)
+        assert {t for names in held["files"].values() for t in names} == expected[node]
+        assert all(".pp" in name for name in held["files"])
+    assert run_pipeline(lab, repack_dir) == reference
