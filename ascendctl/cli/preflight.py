@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from ascendctl.cli.options import inventory_option, json_option
+from ascendctl.cli.options import INVENTORY_HELP, inventory_option, json_option
 
 PREFLIGHT_EXIT_HELP = (
     "Exit codes: 0 every check passed; 3 warnings only; 1 a check failed; "
@@ -48,7 +48,9 @@ def _check_pings(value: str) -> str:
 
 
 def preflight(
-    inventory: Path = inventory_option(),
+    inventory: Optional[Path] = typer.Option(None, "-i", "--inventory", envvar="ASCENDCTL_INVENTORY",
+                                             help=INVENTORY_HELP + " Required unless --list.",
+                                             show_envvar=True),
     only: Optional[List[str]] = typer.Option(
         None, "--only", help="Run only these checks: ids or categories, comma-separated or "
         "repeated (e.g. --only roce,versions.pinned)."),
@@ -94,6 +96,10 @@ def preflight(
     if list_checks:
         _list_checks(as_json)
         return
+    if inventory is None:
+        from ascendctl.errors import InputError
+
+        raise InputError("missing option: give the inventory with -i/--inventory", field="--inventory")
     only_ids = validate_selection(only or [], "--only")
     skip_ids = validate_selection(skip or [], "--skip")
     inv = load_inventory(inventory)

@@ -45,6 +45,7 @@ class PreflightGather(Module):
         params = gather_params(ctx.inventory, ctx.host, play_hosts=ctx.play_hosts,
                                pings=args.pings, max_jobs=args.max_jobs)
         try:
+            ctx.conn.open()     # connect first: the clock sample must not include the handshake
             record = gather_round(ctx.run_script, params, timeout=ctx.timeout or args.timeout_s)
         except ConnectError as err:
             # kept as a fact so that the checks task can say why (the engine would only
