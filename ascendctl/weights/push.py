@@ -76,15 +76,19 @@ def _unique(files):
 
 
 def gather_states(pool, inv, plan: WeightsPlan, *, repair: bool) -> dict[str, NodeState]:
+    """Every node's holdings and free disk. `repair=False` (check mode) changes nothing
+    on the nodes; `repair=True` installs the helper and removes corrupt objects."""
     accesses = {h.name: node_access(inv, h) for h in inv.hosts}
 
     def one(conn) -> NodeState:
         name = conn.settings.name
         access = accesses[name]
-        install_helper(conn, access)
+        if repair:       # a real push: the relay runs the installed helper
+            install_helper(conn, access)
         answer = call_helper(conn, access, "state",
                              {"repair": repair,
-                              "objects": objects_request(plan.node(name).files)})
+                              "objects": objects_request(plan.node(name).files)},
+                             inline=True)
         if not answer:
             raise AscendctlError(f"{name}: no answer from the weights helper")
         return NodeState(name, int(answer["free_bytes"]), answer["store"], answer["objects"])

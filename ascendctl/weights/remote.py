@@ -27,12 +27,25 @@ def install_helper(conn, access: NodeAccess) -> None:
     conn.write_file(access.helper, helper_source(), mode=0o755)
 
 
+# Runs the helper without installing it: the script comes first on stdin (exactly N
+# bytes), the JSON request after it. Read-only calls (state, verify) leave no trace.
+BOOTSTRAP = ("import sys;n=int(sys.argv[1]);src=sys.stdin.buffer.read(n);"
+             "sys.argv=['weights_node']+sys.argv[2:];"
+             "exec(compile(src,'weights_node','exec'),{'__name__':'__main__'})")
+
+
 def call_helper(conn, access: NodeAccess, command: str, request: dict | None = None,
-                *, extra: list[str] | None = None, stdin: bytes | None = None) -> dict | None:
-    argv = [access.python, access.helper, "--root", access.root, "--name", access.name,
-            command, *(extra or [])]
+                *, extra: list[str] | None = None, stdin: bytes | None = None,
+                inline: bool = False) -> dict | None:
+    args = ["--root", access.root, "--name", access.name, command, *(extra or [])]
     data = stdin if stdin is not None else (json.dumps(request).encode()
                                             if request is not None else b"")
+    if inline:
+        script = helper_source()
+        argv = [access.python, "-c", BOOTSTRAP, str(len(script)), *args]
+        data = script + data
+    else:
+        argv = [access.python, access.helper, *args]
     result = conn.run(argv, stdin=data)
     for line in reversed(result.stdout.splitlines()):
         if line.startswith("{"):
@@ -58,8 +71,8 @@ def materialise_model(conn, access: NodeAccess, node_plan, dest: str) -> dict:
     files, if the store lacks any (push first). Nothing is copied."""
     if not dest.startswith("/"):
         raise AscendctlError(f"{access.name}: {dest!r} must be an absolute path")
-    install_helper(conn, access)
-    answer = call_helper(conn, access, "materialise", node_plan.materialise_request(dest))
+    answer = call_helper(conn, access, "materialise", node_plan.materialise_request(dest),
+                         inline=True)
     if not answer or not answer.get("ok"):
         missing = (answer or {}).get("missing") or []
         raise AscendctlError(f"{access.name}: cannot build {dest}: not in the store: "

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from ascendctl.errors import AscendctlError
 from ascendctl.weights.plan import WeightsPlan
-from ascendctl.weights.remote import call_helper, install_helper, node_access, objects_request
+from ascendctl.weights.remote import call_helper, node_access, objects_request
 
 
 @dataclass(frozen=True)
@@ -54,9 +54,9 @@ def verify(inv, plan: WeightsPlan, *, full: bool = False, pool=None) -> VerifyRe
     def one(conn) -> dict:
         name = conn.settings.name
         access = accesses[name]
-        install_helper(conn, access)
         answer = call_helper(conn, access, "verify",
-                             {"full": full, "objects": objects_request(plan.node(name).files)})
+                             {"full": full, "objects": objects_request(plan.node(name).files)},
+                             inline=True)
         if not answer:
             raise AscendctlError("no answer from the weights helper")
         return answer["objects"]

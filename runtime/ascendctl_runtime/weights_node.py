@@ -146,8 +146,10 @@ class Store:
                       handle)
         os.replace(tmp, self.meta_path(sha))
 
-    def check(self, sha: str, size: int, fingerprint: str | None, full: bool) -> tuple[str, str]:
-        """("ok" | "absent" | "bad", reason). A changed mtime forces a full hash."""
+    def check(self, sha: str, size: int, fingerprint: str | None, full: bool,
+              record: bool = False) -> tuple[str, str]:
+        """("ok" | "absent" | "bad", reason). A changed mtime forces a full hash;
+        `record` then stores the new mtime so the next check is fast again."""
         path = self.object_path(sha)
         try:
             st = os.stat(path)
@@ -164,7 +166,7 @@ class Store:
             actual = sha256_file(path).hexdigest()
             if actual != sha:
                 return "bad", f"sha256 {actual[:16]}…, expected {sha[:16]}…"
-            if not unchanged:
+            if not unchanged and record:
                 self.write_meta(sha, size, fingerprint or fingerprint_file(path, size))
         return "ok", ""
 
@@ -196,7 +198,8 @@ def cmd_state(store: Store, name: str, request: dict) -> int:
 
     def one(obj: dict) -> tuple[str, dict]:
         sha, size = obj["sha256"], int(obj["size"])
-        status, reason = store.check(sha, size, obj.get("fingerprint"), full=False)
+        status, reason = store.check(sha, size, obj.get("fingerprint"), full=False,
+                                     record=repair)
         if status == "bad" and repair:
             store.quarantine(sha)
         have = size if status == "ok" else store.partial_size(sha)
@@ -516,16 +519,25 @@ def cmd_materialise(store: Store, name: str, request: dict) -> int:
     dest = request["dest"].rstrip("/")
     if not dest.startswith("/"):
         raise ValueError("dest must be absolute")
-    missing = []
+    missing = [_safe_rel(e["path"]) for e in request["files"]
+               if not os.path.isfile(store.object_path(e["sha256"]))]
+    if missing:
+        emit({"ev": "materialise", "node": name, "ok": False, "missing": missing})
+        return 1
+    wanted = {_safe_rel(e["path"]): ("link", store.object_path(e["sha256"]))
+              for e in request["files"]}
+    wanted.update({_safe_rel(rel): ("file", content)
+                   for rel, content in (request.get("write") or {}).items()})
+    if _directory_view(dest) == wanted:
+        emit({"ev": "materialise", "node": name, "ok": True, "dest": dest,
+              "files": len(request["files"]), "changed": False})
+        return 0
     tmp = f"{dest}.tmp-{os.getpid()}"
     _remove_tree(tmp)
     os.makedirs(tmp)
     for entry in request["files"]:
         rel = _safe_rel(entry["path"])
         target = store.object_path(entry["sha256"])
-        if not os.path.isfile(target):
-            missing.append(rel)
-            continue
         link = os.path.join(tmp, rel)
         os.makedirs(os.path.dirname(link), exist_ok=True)
         os.symlink(target, link)
@@ -534,10 +546,6 @@ def cmd_materialise(store: Store, name: str, request: dict) -> int:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "w") as handle:
             handle.write(content)
-    if missing:
-        _remove_tree(tmp)
-        emit({"ev": "materialise", "node": name, "ok": False, "missing": missing})
-        return 1
     old = None
     if os.path.lexists(dest):
         old = f"{dest}.old-{os.getpid()}"
@@ -546,8 +554,28 @@ def cmd_materialise(store: Store, name: str, request: dict) -> int:
     if old:
         _remove_tree(old)
     emit({"ev": "materialise", "node": name, "ok": True, "dest": dest,
-          "files": len(request["files"])})
+          "files": len(request["files"]), "changed": True})
     return 0
+
+
+def _directory_view(path: str) -> dict | None:
+    """{relative path: ("link", target) | ("file", text)} of a directory, or None."""
+    if os.path.islink(path) or not os.path.isdir(path):
+        return None
+    view = {}
+    for dirpath, dirnames, filenames in os.walk(path):
+        for item in filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]:
+            full = os.path.join(dirpath, item)
+            rel = os.path.relpath(full, path)
+            if os.path.islink(full):
+                view[rel] = ("link", os.readlink(full))
+            else:
+                try:
+                    with open(full) as handle:
+                        view[rel] = ("file", handle.read())
+                except (OSError, UnicodeDecodeError):
+                    view[rel] = ("file", None)
+    return view
 
 
 def _safe_rel(rel: str) -> str:
@@ -612,7 +640,7 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_put_file(args.root, args.path)
     if args.command == "remove-file":
         return cmd_remove_file(args.root, args.path)
-    request = json.load(sys.stdin)
+    request = json.load(sys.stdin)     # after the script itself when run inline
     handler = {"state": cmd_state, "verify": cmd_verify, "materialise": cmd_materialise}
     return handler[args.command](store, args.name, request)
 

@@ -156,3 +156,36 @@ def test_a_second_writer_of_the_same_object_is_refused(tmp_path):
     verdict = [e for e in events if e["ev"] == "obj"][0]
     assert not verdict["ok"] and "another push" in verdict["msg"]
     assert partial.read_bytes() == data[:10_000]        # untouched
+
+
+def test_inline_bootstrap_runs_the_helper_without_installing_it(tmp_path):
+    from ascendctl.weights.nodehelper import helper_source
+    from ascendctl.weights.remote import BOOTSTRAP
+
+    data = os.urandom(5000)
+    run_helper(tmp_path, "relay", stdin=record(data) + END)
+    sha = hashlib.sha256(data).hexdigest()
+    script = helper_source()
+    request = json.dumps({"objects": [{"sha256": sha, "size": len(data)}]}).encode()
+    proc = subprocess.run([sys.executable, "-c", BOOTSTRAP, str(len(script)), "--root",
+                           str(tmp_path), "--name", "n0", "verify"],
+                          input=script + request, capture_output=True, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["objects"][sha]["status"] == "ok"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["store"]    # nothing installed
+
+
+def test_materialise_twice_reports_no_change(tmp_path):
+    data = os.urandom(1000)
+    run_helper(tmp_path, "relay", stdin=record(data) + END)
+    request = {"dest": str(tmp_path / "rel" / "model"),
+               "files": [{"path": "w.safetensors", "sha256": hashlib.sha256(data).hexdigest()}],
+               "write": {"model.safetensors.index.json": "{}\n"}}
+    _, [first] = run_helper(tmp_path, "materialise", stdin=json.dumps(request).encode())
+    inode = (tmp_path / "rel" / "model").stat().st_ino
+    _, [second] = run_helper(tmp_path, "materialise", stdin=json.dumps(request).encode())
+    assert first["changed"] and not second["changed"]
+    assert (tmp_path / "rel" / "model").stat().st_ino == inode
+    request["write"]["model.safetensors.index.json"] = '{"weight_map": {}}\n'
+    _, [third] = run_helper(tmp_path, "materialise", stdin=json.dumps(request).encode())
+    assert third["changed"]
