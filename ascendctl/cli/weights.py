@@ -196,11 +196,14 @@ def link(inventory: Path = inventory_option(),
     failed = {n: r.error for n, r in results.items() if r.status != "ok"}
     if as_json:
         print_json({"ok": not failed, "dest": dest,
-                    "nodes": [{"name": n, "ok": r.status == "ok", "error": r.error}
+                    "nodes": [{"name": n, "ok": r.status == "ok", "error": r.error,
+                               "changed": bool((r.value or {}).get("changed"))}
                               for n, r in results.items()]})
     else:
         for name, result in results.items():
-            typer.echo(f"{name}: {'ok' if result.status == 'ok' else result.error}")
+            state = ("changed" if (result.value or {}).get("changed") else "unchanged") \
+                if result.status == "ok" else result.error
+            typer.echo(f"{name}: {state}")
     if failed:
         raise AscendctlError("; ".join(f"{n}: {e}" for n, e in failed.items()))
 

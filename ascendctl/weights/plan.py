@@ -126,6 +126,10 @@ def plan_for_inventory(inv, *, repack: bool = False, cache: HashCache | None = N
     if not root.is_dir():
         raise InputError(f"{root} is not a directory on this machine", file=str(inv.path),
                          field="model.source")
+    if cache is None:     # the shared hash cache: an unchanged model is not re-hashed
+        from ascendctl.weights.cache import default_cache_path
+
+        cache = HashCache(default_cache_path())
     serving = inv.serving
     env = {**{k: str(v) for k, v in serving.env.items()}, **inv.head.env}
     spec = serving.speculative_config or {}
