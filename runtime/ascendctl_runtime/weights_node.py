@@ -633,6 +633,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--next", default=None)
     parser.add_argument("--path", default=None)
     args = parser.parse_args(argv)
+    try:
+        return dispatch(args)
+    except (ValueError, OSError) as err:
+        print(f"weights_node on {args.name}: {err}", file=sys.stderr)
+        return 2
+
+
+def dispatch(args) -> int:
     store = Store(args.root)
     if args.command == "relay":
         return cmd_relay(store, args.name, decode_spec(args.next) if args.next else None)
@@ -646,8 +654,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except (ValueError, OSError) as err:
-        print(f"weights_node: {err}", file=sys.stderr)
-        sys.exit(2)
+    sys.exit(main())

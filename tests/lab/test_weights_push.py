@@ -246,3 +246,29 @@ def test_index_escaping_the_model_directory_is_rejected(lab, tmp_path, how):
                     if "lm_head.weight" in text)
         assert f"{index_path}:{line}: weight_map.lm_head.weight:" in push.stderr
     assert {n: store_listing(lab, n) for n in ("node0", "node1")} == before
+
+
+# -- verified on arrival: bytes that do not match the manifest fail, naming node and file -
+
+def test_mismatch_on_arrival_names_node_and_file(lab, tmp_path):
+    from ascendctl.inventory import load_inventory
+    from ascendctl.weights.plan import plan_for_inventory
+    from ascendctl.weights.push import push
+
+    model = build_model(tmp_path / "model", seed=61)
+    inventory = load_inventory(write_inventory(lab, tmp_path / "inv.yaml", model))
+    plan = plan_for_inventory(inventory)
+    # the file changes after it was hashed (same size): what arrives is not what was planned
+    target = model / "model-00003-of-00004.safetensors"          # layer 1: node1 only
+    data = bytearray(target.read_bytes())
+    data[-5] ^= 0xFF
+    target.write_bytes(data)
+    summary = push(inventory, plan, show_progress=False)
+    assert not summary.ok
+    assert any(e.startswith("node1: model-00003-of-00004.safetensors:") and "sha256" in e
+               for e in summary.errors), summary.errors
+    assert summary.nodes["node1"]["ok"] is False and summary.nodes["node0"]["ok"] is True
+    planned_sha = plan.node("node1").files[[f.path for f in plan.node("node1").files]
+                                           .index(target.name)].entry.sha256
+    objects, partials = store_listing(lab, "node1")
+    assert planned_sha not in objects and planned_sha not in partials
