@@ -11,10 +11,6 @@ from ascendctl.cli.options import inventory_option, json_option
 from ascendctl.exitcodes import EXIT_CODES_HELP
 
 
-def _split_tags(values: Optional[List[str]]) -> frozenset[str]:
-    return frozenset(t.strip() for v in values or [] for t in v.split(",") if t.strip())
-
-
 def _extra_vars(values: Optional[List[str]]) -> dict:
     from ascendctl.errors import InputError
 
@@ -74,43 +70,21 @@ def play(
     Reports ok/changed/failed/skipped per task and host and a recap. Exit 0 when every
     task succeeded, 1 when a task failed, 4 when a host was unreachable, 130 on Ctrl-C.
     """
-    import sys
-
-    from ascendctl.console import get_console, is_terminal, print_json
+    from ascendctl.cli.playrun import PlayCommand, run_playbook_command, split_tags
+    from ascendctl.console import print_json
     from ascendctl.inventory import load_inventory
-    from ascendctl.playbook import PlaybookRunner, RunOptions, load_playbook, templar_for
-    from ascendctl.playbook.reporting import ConsoleReporter, Reporter, list_tasks as show_tasks
-    from ascendctl.playbook.reporting import write_junit
 
     inv = load_inventory(inventory)
-    book = load_playbook(playbook)
-
-    def ask(question: str) -> bool:
-        return typer.confirm(question, default=False, err=True)
-
-    interactive = is_terminal(sys.stdin) and is_terminal(sys.stderr) and not as_json
-    options = RunOptions(
-        check=check, diff=diff, limit=limit, tags=_split_tags(tags),
-        skip_tags=_split_tags(skip_tags), forks=forks, extra_vars=_extra_vars(extra_vars),
-        yes=yes, confirm=ask if interactive else None, connect_timeout=connect_timeout)
-    reporter = Reporter() if as_json else ConsoleReporter(show_diff=diff, check=check)
-    runner = PlaybookRunner(book, inv, options, reporter, templar_for(book.path))
+    command = PlayCommand(
+        check=check, diff=diff, limit=limit, tags=split_tags(tags),
+        skip_tags=split_tags(skip_tags), forks=forks, extra_vars=_extra_vars(extra_vars),
+        yes=yes, connect_timeout=connect_timeout, as_json=as_json, junit=junit)
     if list_tasks:
-        planned = runner.plan(for_run=False)
-        if as_json:
-            from ascendctl.playbook.runner import task_selected
+        from ascendctl.cli.playrun import list_playbook_tasks
 
-            print_json({"playbook": str(book.path), "plays": [
-                {"name": p.name, "hosts": [h.name for h in hosts], "order": p.order,
-                 "tasks": [{"name": t.name, "module": t.module, "tags": sorted(t.tags | p.tags)}
-                           for t in p.tasks if task_selected(t, p, options)],
-                 "handlers": [h.name for h in p.handlers]} for p, hosts in planned]})
-        else:
-            show_tasks(planned, options, get_console())
+        list_playbook_tasks(playbook, inv, command)
         return
-    report = runner.run()
-    if junit is not None:
-        write_junit(report, junit)
+    report = run_playbook_command(playbook, inv, command)
     if as_json:
         print_json(report.as_dict())
     raise typer.Exit(int(report.exit_code()))

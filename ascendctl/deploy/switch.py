@@ -96,12 +96,13 @@ class Switcher:
                                      "-o", "cat"], timeout=30)
         except ConnectError:
             return ""
-        text = [line for line in result.stdout.splitlines() if line.strip()]
+        text = [line.strip() for line in result.stdout.splitlines() if line.strip()]
         for line in reversed(text):
-            lowered = line.lower()
-            if "error" in lowered or "exception" in lowered or "failed" in lowered:
-                return line.strip()[:300]
-        return text[-1].strip()[:300] if text else ""
+            if " WARNING " in line or line.startswith(("File ", "^")):
+                continue
+            if "Error" in line or "ERROR" in line or "Exception" in line:
+                return line[:300]
+        return text[-1][:300] if text else ""
 
     def listening(self, host: Host, port: int) -> bool:
         result = self.run(host, ["ss", "-Hltn", f"sport = :{port}"], timeout=30)
@@ -165,7 +166,10 @@ class Switcher:
         return started
 
     def wait_started(self, host: Host, unit: str, step: str) -> dict[str, Any]:
-        """Active, and: the head listens on the coordination port; a follower stays up."""
+        """The rank's unit is up and stays up (or the head already listens on the
+        coordination port). Not more: the head blocks on its peers before it finishes
+        loading, so waiting for it to load would only push the followers past
+        HCCL_CONNECT_TIMEOUT (the readiness gate proves the rest)."""
         port = self.coordination_port() if host.is_head else None
         deadline = time.monotonic() + RANK_START_WAIT_S
         active_since: Optional[float] = None
@@ -180,13 +184,11 @@ class Switcher:
                                  f"/{state['sub']}: {self.journal_tail(host, unit)}")
             if state["active"] == "active":
                 active_since = active_since or time.monotonic()
-                if port is not None and self.listening(host, port):
-                    return state
-                if port is None and time.monotonic() - active_since >= SETTLE_S:
+                if time.monotonic() - active_since >= SETTLE_S or \
+                        (port is not None and self.listening(host, port)):
                     return state
             if time.monotonic() > deadline:
-                waited = f"port {port} never opened" if port else "never became active"
-                raise StepFailed(step, host.name, f"{unit}: {waited} within "
+                raise StepFailed(step, host.name, f"{unit} never became active within "
                                  f"{RANK_START_WAIT_S}s: {self.journal_tail(host, unit)}")
             time.sleep(POLL_S)
 

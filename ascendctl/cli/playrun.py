@@ -1,0 +1,84 @@
+"""Running a playbook from a command: options, reporter, JUnit and JSON in one place."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+
+@dataclass
+class PlayCommand:
+    """What every playbook-running command takes from its command line."""
+
+    check: bool = False
+    diff: bool = False
+    limit: Optional[str] = None
+    tags: frozenset[str] = frozenset()
+    skip_tags: frozenset[str] = frozenset()
+    forks: int = 16
+    extra_vars: dict[str, Any] = field(default_factory=dict)
+    yes: bool = False
+    connect_timeout: Optional[float] = None
+    as_json: bool = False
+    junit: Optional[Path] = None
+
+
+def split_tags(values: Optional[list[str]]) -> frozenset[str]:
+    """`-t a,b -t c` → {a, b, c}."""
+    return frozenset(t.strip() for v in values or [] for t in v.split(",") if t.strip())
+
+
+def _runner(book_path: Path, inv: Any, command: PlayCommand) -> Any:
+    from ascendctl.console import is_terminal
+    from ascendctl.playbook import PlaybookRunner, RunOptions, load_playbook, templar_for
+    from ascendctl.playbook.reporting import ConsoleReporter, Reporter
+
+    book = load_playbook(book_path)
+
+    def ask(question: str) -> bool:
+        return typer.confirm(question, default=False, err=True)
+
+    interactive = is_terminal(sys.stdin) and is_terminal(sys.stderr) and not command.as_json
+    options = RunOptions(
+        check=command.check, diff=command.diff, limit=command.limit, tags=command.tags,
+        skip_tags=command.skip_tags, forks=command.forks, extra_vars=command.extra_vars,
+        yes=command.yes, confirm=ask if interactive else None,
+        connect_timeout=command.connect_timeout)
+    reporter = Reporter() if command.as_json else ConsoleReporter(show_diff=command.diff,
+                                                                   check=command.check)
+    return PlaybookRunner(book, inv, options, reporter, templar_for(book.path))
+
+
+def run_playbook_command(book_path: Path, inv: Any, command: PlayCommand) -> Any:
+    """Run the playbook with a console (or JSON) reporter; write JUnit if asked.
+
+    Returns the RunReport; the caller decides the exit code and what else to print.
+    """
+    from ascendctl.playbook.reporting import write_junit
+
+    report = _runner(book_path, inv, command).run()
+    if command.junit is not None:
+        write_junit(report, command.junit)
+    return report
+
+
+def list_playbook_tasks(book_path: Path, inv: Any, command: PlayCommand) -> None:
+    """Print the plays and tasks that would run (contacts nothing)."""
+    from ascendctl.console import get_console, print_json
+    from ascendctl.playbook.reporting import list_tasks
+    from ascendctl.playbook.runner import task_selected
+
+    runner = _runner(book_path, inv, command)
+    planned = runner.plan(for_run=False)
+    if command.as_json:
+        print_json({"playbook": str(runner.playbook.path), "plays": [
+            {"name": p.name, "hosts": [h.name for h in hosts], "order": p.order,
+             "tasks": [{"name": t.name, "module": t.module, "tags": sorted(t.tags | p.tags)}
+                       for t in p.tasks if task_selected(t, p, runner.options)],
+             "handlers": [h.name for h in p.handlers]} for p, hosts in planned]})
+    else:
+        list_tasks(planned, runner.options, get_console())
