@@ -272,3 +272,48 @@ def test_mismatch_on_arrival_names_node_and_file(lab, tmp_path):
                                            .index(target.name)].entry.sha256
     objects, partials = store_listing(lab, "node1")
     assert planned_sha not in objects and planned_sha not in partials
+
+
+# -- relay hops check host keys as strictly as the first hop ------------------------------
+
+def test_relay_hop_refuses_a_node_whose_host_key_does_not_match(lab, tmp_path):
+    from ascendctl.inventory import load_inventory
+    from ascendctl.transport import SshPool
+    from ascendctl.weights.openssh import agent_for
+    from ascendctl.weights.plan import plan_for_inventory
+    from ascendctl.weights.push import build_chains, gather_states
+    from ascendctl.weights.relay import RELAY_KNOWN_HOSTS, run_chain
+    from ascendctl.weights.remote import node_access
+
+    model = build_model(tmp_path / "model", seed=71)
+    (model / "shared.bin").write_bytes(os.urandom(1 << 20))      # for both nodes: relayed
+    inv = load_inventory(write_inventory(lab, tmp_path / "inv.yaml", model))
+    plan = plan_for_inventory(inv)
+    node1 = inv.host("node1")
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f",
+                    str(tmp_path / "impostor")], check=True)
+    impostor = (tmp_path / "impostor.pub").read_text().split()
+    forged = f"{node1.address} {impostor[0]} {impostor[1]}\n"
+    accesses = {h.name: node_access(inv, h) for h in inv.hosts}
+    with SshPool(inv.hosts) as pool:
+        states = gather_states(pool, inv, plan, repair=True)
+        lab.exec("node0", ["sh", "-c", f'cat > "$1"', "sh", f"{ROOT}/{RELAY_KNOWN_HOSTS}"],
+                 input=forged)
+        chains = [c for c in build_chains(plan, states, accesses) if len(c[0]) == 2]
+        assert chains and [a.name for a in chains[0][0]] == ["node0", "node1"]
+        agent = agent_for(inv.hosts)
+        try:
+            result = run_chain(*chains[0], env=agent.env() if agent else None,
+                               on_event=lambda event: None)
+        finally:
+            if agent:
+                agent.stop()
+            lab.exec("node0", ["rm", "-f", f"{ROOT}/{RELAY_KNOWN_HOSTS}"])
+    assert result.exit_code != 0
+    assert any("node1" in e for e in result.errors), result.errors
+    assert any("Host key verification failed" in e for e in result.errors), result.errors
+    assert not [key for key, verdict in result.objects.items()
+                if key[0] == "node1" and verdict.get("ok")]
+    shared_sha = sha256_of(model / "shared.bin")
+    assert shared_sha in store_listing(lab, "node0")[0]           # node0 still got its copy
+    assert shared_sha not in store_listing(lab, "node1")[0]
