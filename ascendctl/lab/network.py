@@ -68,15 +68,18 @@ def link_exists(name: str, netns: str | None = None) -> bool:
     return run(argv, check=False).returncode == 0
 
 
-def bridge_mac(name: str) -> str:
-    """A fixed, locally administered MAC for a lab bridge. Left to the kernel, a bridge
-    takes the lowest MAC of its ports and changes it whenever a node's veths go away or
-    come back (power-off/heal): the other nodes' ARP entries for the bridge's address
-    then go stale and their pings and SSH replies are lost for seconds."""
+def stable_mac(name: str) -> str:
+    """A fixed, locally administered MAC for a lab link, as real NICs keep theirs. Left to
+    the kernel, a bridge takes the lowest MAC of its ports and a veth gets a random one,
+    so both change whenever a node powers off and on: the other nodes' ARP entries then
+    go stale and their pings and replies are lost for seconds."""
     import hashlib
 
     digest = hashlib.sha256(name.encode()).digest()
     return "02:" + ":".join(f"{b:02x}" for b in digest[:5])
+
+
+bridge_mac = stable_mac
 
 
 def ensure_bridge(name: str, address: str) -> None:
@@ -119,8 +122,9 @@ def ensure_veth(host_name: str, node_name: str, netns: str, bridge: str, mtu: in
     if not link_exists(node_name, netns):
         if link_exists(host_name):
             run(["ip", "link", "del", host_name])
-        run(["ip", "link", "add", host_name, "mtu", str(mtu), "type", "veth", "peer", "name",
-             node_name, "mtu", str(mtu), "netns", netns])
+        run(["ip", "link", "add", host_name, "address", stable_mac(host_name), "mtu", str(mtu),
+             "type", "veth", "peer", "name", node_name, "address",
+             stable_mac(host_name + "/node"), "mtu", str(mtu), "netns", netns])
     run(["ip", "link", "set", host_name, "master", bridge, "up"])
 
 
