@@ -51,10 +51,11 @@ class DeployLock(Module):
     def run(self, ctx: ModuleContext, args: Any) -> ModuleResult:
         context = _context(ctx)
         head = ctx.inventory.head
+        # Taking and giving back the lock leaves nothing changed on the cluster: "ok".
         if args.state == "released":
             held = context.lock_token is not None
             context.release_lock()
-            return ModuleResult(changed=held, msg="lock released" if held else "not held")
+            return ModuleResult(msg="lock released" if held else "not held")
         if ctx.check:
             lock = context.ops_for(head).state([])["lock"]
             if lock:
@@ -62,7 +63,7 @@ class DeployLock(Module):
                                     f"{lock.get('since')} (a deploy now would be refused)")
             return ModuleResult(msg="free (not taken in check mode)")
         context.acquire_lock(context.ops_for(head))
-        return ModuleResult(changed=True, msg=f"held by {context.by}")
+        return ModuleResult(msg=f"held by {context.by}")
 
 
 @register_module("release_facts")

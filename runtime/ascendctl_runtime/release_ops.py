@@ -30,6 +30,7 @@ UNIT_DIR = "/etc/systemd/system"
 STATUS_FILE = ".status"
 META_FILE = ".meta.json"
 HIDDEN = (STATUS_FILE, META_FILE)
+MODEL_DIR = "model"
 
 
 # -- small helpers ---------------------------------------------------------------------
@@ -100,9 +101,12 @@ def _meta(root: str, release_id: str) -> dict[str, Any]:
 
 
 def _release_files(directory: str) -> dict[str, str]:
-    """Relative path → sha256 of every regular file of a release (not the bookkeeping)."""
+    """Relative path → sha256 of every rendered file of a release: not the bookkeeping,
+    not `model/` (links into the weights store, made by the weights step)."""
     found: dict[str, str] = {}
     for base, dirs, files in os.walk(directory):
+        if base == directory and MODEL_DIR in dirs:
+            dirs.remove(MODEL_DIR)
         dirs.sort()
         for name in files:
             path = os.path.join(base, name)
@@ -222,7 +226,11 @@ def op_stage(root: str, release_id: str, files: list[dict[str, Any]], meta: dict
     _write_atomic(os.path.join(staging, META_FILE),
                   (json.dumps(meta, sort_keys=True) + "\n").encode(), 0o644)
     if exists:
-        # Same id, different bytes: a half-written or tampered release; replace it whole.
+        # Same id, different bytes: a half-written or tampered release. Replace its files,
+        # keeping the model links (the weights step owns them).
+        model = os.path.join(directory, MODEL_DIR)
+        if os.path.lexists(model):
+            os.rename(model, os.path.join(staging, MODEL_DIR))
         shutil.rmtree(directory)
     os.rename(staging, directory)
     return result

@@ -142,3 +142,17 @@ def test_runtime_bundle_imports_with_the_standard_library_only(tmp_path):
                              + code], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert {"launcher", "exporter", "watchdog", "probe", "release_ops"} <= set(modules)
+
+
+def test_model_links_are_not_part_of_the_release_content(tmp_path):
+    stage(tmp_path, "r-1", **{"engine.env": "A=1\n"})
+    model = tmp_path / "releases" / "r-1" / "model"
+    model.mkdir()
+    (model / "model.safetensors.index.json").write_text("{}")
+    again = stage(tmp_path, "r-1", **{"engine.env": "A=1\n"})
+    assert again["identical"] and not again["changed"]
+    (tmp_path / "releases" / "r-1" / "engine.env").write_text("tampered\n")
+    repaired = stage(tmp_path, "r-1", **{"engine.env": "A=1\n"})
+    assert repaired["changed"]
+    assert (tmp_path / "releases" / "r-1" / "engine.env").read_text() == "A=1\n"
+    assert (model / "model.safetensors.index.json").read_text() == "{}"
