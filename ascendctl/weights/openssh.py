@@ -9,7 +9,6 @@ verified entries — so every hop is as strictly checked as the first.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
 import subprocess
@@ -66,36 +65,53 @@ def relay_known_hosts(hosts) -> str:
     return "\n".join(dict.fromkeys(lines)) + "\n"
 
 
-def _die_with_parent() -> None:
-    """Child processes (the agent) end when the push dies, even on SIGKILL."""
-    os.setsid()
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
+# The agent lives exactly as long as the push: a shell holds it and waits on a pipe
+# whose other end only the push holds. When the push ends — normally, on Ctrl-C, or
+# killed with SIGKILL — the pipe closes, `cat` returns and the agent is stopped.
+# (PR_SET_PDEATHSIG would not do: ssh-agent is setgid, and exec of a setgid program
+# clears it.)
+AGENT_KEEPER = ('ssh-agent -D -a "$1" </dev/null >/dev/null 2>&1 & agent=$!; '
+                'echo "$agent"; cat >/dev/null; kill "$agent" 2>/dev/null; wait "$agent"')
+
+
+def _remove_stale_agent_dirs(min_age: float = 60.0) -> None:
+    """Empty directories left by pushes that were killed (their agent removed its socket
+    when it ended with them). Only empty ones: a live agent's socket keeps its own."""
+    import glob
+    import time
+
+    for path in glob.glob(os.path.join(tempfile.gettempdir(), "ascendctl-agent-*")):
+        try:
+            if time.time() - os.stat(path).st_mtime > min_age:
+                os.rmdir(path)
+        except OSError:
+            pass
 
 
 class TemporaryAgent:
     """An ssh-agent of our own holding only the inventory key, for the push's duration."""
 
     def __init__(self) -> None:
+        _remove_stale_agent_dirs()
         self.dir = tempfile.mkdtemp(prefix="ascendctl-agent-")
         os.chmod(self.dir, 0o700)
         self.socket = str(Path(self.dir) / "agent.sock")
         self.proc: subprocess.Popen | None = None
+        self.agent_pid = 0
 
     def start(self, keys: list[str]) -> "TemporaryAgent":
-        self.proc = subprocess.Popen(["ssh-agent", "-D", "-a", self.socket],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                     preexec_fn=_die_with_parent)
-        for _ in range(100):
+        import time
+
+        self.proc = subprocess.Popen(["sh", "-c", AGENT_KEEPER, "sh", self.socket],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, start_new_session=True)
+        assert self.proc.stdout is not None
+        self.agent_pid = int(self.proc.stdout.readline().strip() or 0)
+        for _ in range(250):
             if os.path.exists(self.socket):
                 break
             if self.proc.poll() is not None:
                 raise AscendctlError("ssh-agent exited at start")
-            import time
-
             time.sleep(0.02)
         for key in keys:
             proc = subprocess.run(["ssh-add", "-q", os.path.expanduser(key)],
@@ -113,13 +129,19 @@ class TemporaryAgent:
         return {**os.environ, "SSH_AUTH_SOCK": self.socket}
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
+        if self.proc is not None:
             try:
-                self.proc.wait(timeout=5)
+                self.proc.stdin.close()          # the keeper stops the agent
+                self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
+                if self.agent_pid:
+                    try:
+                        os.kill(self.agent_pid, signal.SIGTERM)
+                    except ProcessLookupError:
+                        pass
                 self.proc.kill()
                 self.proc.wait()
+            self.proc.stdout.close()
         self.proc = None
         for name in os.listdir(self.dir):
             os.unlink(os.path.join(self.dir, name))
