@@ -218,16 +218,20 @@ class ReleaseSwitch(Module):
         context.log.note(f"{failure}; rolling back", node=failure.node)
         notes = []
         try:
+            # A node that rebooted (or was powered back on) may come back with the failed
+            # release's units enabled: every node must answer before anything restarts.
+            switcher.wait_reachable(context.inv.serving.startup_timeout)
             switcher.stop_engines(target.engine_units, step="stop the failed release")
         except StepFailed as err:
-            notes.append(f"stopping the failed release: {err}")
-        if previous and previous != target.release_id:
+            notes.append(str(err))
+        if previous and previous != target.release_id and not notes:
             try:
                 switcher.bring_up(context.target(previous))
                 outcome.rolled_back_to = previous
             except StepFailed as err:
-                outcome.rollback_failed = str(err)
                 notes.append(f"rollback to {previous} failed too: {err}")
+        if notes and previous:
+            outcome.rollback_failed = "; ".join(notes)
         record_failure(context, target.release_id, failure)
         where = f"{failure.step} failed on {failure.node}: {failure.reason}"
         if outcome.rolled_back_to:
@@ -345,10 +349,11 @@ def record_failure(context: DeployContext, release_id: str, failure: StepFailed)
                      "reason": failure.reason[:300],
                      "rolled_back_to": context.outcome.rolled_back_to})
 
-    try:
-        context.each_host(one)
-    except AscendctlError:
-        pass  # an unreachable node cannot be marked; the history of the others says it
+    for host in context.inv.hosts:
+        try:
+            one(host)
+        except AscendctlError:
+            pass  # an unreachable node cannot be marked; the others' history says it
 
 
 def _now() -> str:

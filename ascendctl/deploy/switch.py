@@ -246,6 +246,28 @@ class Switcher:
 
         self.parallel(self.inv.hosts, one)
 
+    def wait_reachable(self, budget_s: float, step: str = "wait for the nodes") -> None:
+        """Every node answers again (a node rebooted or powered back on during the deploy),
+        within budget_s; connections are re-opened as needed."""
+        deadline = time.monotonic() + budget_s
+
+        def one(host: Host) -> None:
+            conn = self.conn_for(host.name)
+            while True:
+                try:
+                    if conn.failure is not None or not conn.is_open:
+                        conn.reconnect()
+                    if self.run(host, ["true"], timeout=30).ok:
+                        return
+                except ConnectError as err:
+                    if time.monotonic() > deadline:
+                        raise StepFailed(step, host.name, f"unreachable for "
+                                         f"{budget_s:.0f}s: {err}") from None
+                    self.log.note(f"{host.name} unreachable ({err}); waiting", node=host.name)
+                time.sleep(POLL_S * 2)
+
+        self.parallel(self.inv.hosts, one)
+
     # -- whole transitions -------------------------------------------------------------
 
     def bring_up(self, target: SwitchTarget) -> dict[str, Any]:

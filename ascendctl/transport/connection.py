@@ -245,6 +245,21 @@ class HostConnection:
         finally:
             self._open_lock.release()
 
+    def reconnect(self) -> None:
+        """Forget a failure or a dropped connection and connect again (a node that was
+        rebooted or powered back on). Raises ConnectError if it still cannot be reached."""
+        while not self._open_lock.acquire(timeout=0.1):
+            if self._closed or self._cancel.is_set():
+                raise ConnectError(self.name, ConnectKind.INTERRUPTED, "interrupted")
+        try:
+            if self._fabric is not None and not self._fabric.is_connected:
+                _close_quietly(self._fabric)
+                self._fabric = None
+            self._failure = None
+            self._open_locked()
+        finally:
+            self._open_lock.release()
+
     def _open_locked(self) -> None:
         if self._fabric is not None and self._fabric.is_connected:
             return

@@ -328,10 +328,12 @@ def op_prune(root: str, keep: int, protect: list[str], check: bool) -> dict[str,
             if name.startswith("."):
                 continue
             created = _meta(root, name).get("created") or ""
-            candidates.append((created, name))
-    candidates.sort(reverse=True)  # newest first
-    kept = [name for _c, name in candidates[:keep]]
-    removed = [name for _c, name in candidates[keep:] if name != current and name not in protect]
+            # Releases that failed go first: the ones kept are the newest that served.
+            candidates.append((_status(root, name) != "failed", created, name))
+    candidates.sort(reverse=True)
+    kept = [name for _ok, _c, name in candidates[:keep]]
+    removed = [name for _ok, _c, name in candidates[keep:]
+               if name != current and name not in protect]
     if not check:
         for name in removed:
             shutil.rmtree(_release_dir(root, name))

@@ -82,6 +82,16 @@ def test_prune_keeps_newest_current_and_protected(tmp_path):
     assert done["removed"] == ["r-3"]
 
 
+def test_prune_drops_failed_releases_before_ones_that_served(tmp_path):
+    for i in range(1, 5):
+        stage(tmp_path, f"r-{i}", **{"a": str(i)})
+    ops.op_mark(str(tmp_path), "r-3", "failed")
+    ops.op_mark(str(tmp_path), "r-4", "failed")
+    ops.op_switch(str(tmp_path), "r-2", check=False)
+    assert sorted(ops.op_prune(str(tmp_path), 2, [], check=False)["removed"]) == ["r-3", "r-4"]
+    assert sorted(os.listdir(tmp_path / "releases")) == ["r-1", "r-2"]
+
+
 def test_history_appends_json_lines_and_state_reads_them(tmp_path):
     ops.op_history(str(tmp_path), {"event": "deployed", "release": "r-1"})
     ops.op_history(str(tmp_path), {"event": "failed", "release": "r-2"})
