@@ -18,9 +18,12 @@ DEPLOY_EXIT_HELP = (
 )
 
 
-def _run(book: str, inventory: Path, *, check: bool, diff: bool, yes: bool, forks: int,
-         force_unlock: bool, skip_tags: Optional[List[str]], as_json: bool,
-         junit: Optional[Path], extra_vars: dict, verb: str) -> None:
+def run_deploy_playbook(book: str, inventory: Path, *, check: bool = False,
+                        diff: bool = False, yes: bool = False, forks: int = 16,
+                        force_unlock: bool = False, skip_tags: Optional[List[str]] = None,
+                        as_json: bool = False, junit: Optional[Path] = None,
+                        extra_vars: Optional[dict] = None, verb: str = "deploy") -> int:
+    """Run deploy.yaml or rollback.yaml; print the verdict; return the exit code."""
     import sys
 
     from ascendctl.cli.playrun import PlayCommand, run_playbook_command, split_tags
@@ -41,7 +44,7 @@ def _run(book: str, inventory: Path, *, check: bool, diff: bool, yes: bool, fork
             playbooks_dir() / book, inv,
             PlayCommand(check=check, diff=diff or check, forks=forks, yes=yes,
                         skip_tags=split_tags(skip_tags), as_json=as_json, junit=junit,
-                        extra_vars=extra_vars))
+                        extra_vars=extra_vars or {}))
     finally:
         context.close()
     code, summary = _verdict(context, report, verb=verb, check=check)
@@ -50,7 +53,7 @@ def _run(book: str, inventory: Path, *, check: bool, diff: bool, yes: bool, fork
     else:
         style = "green" if code == 0 else "red"
         console.print(f"[{style}]{summary}[/{style}]")
-    raise typer.Exit(int(code))
+    return int(code)
 
 
 def _outcome_dict(context) -> dict:
@@ -125,9 +128,9 @@ def deploy(
     release and serves again; the new release is marked failed. Deploying the same
     inventory twice changes and restarts nothing. The steps are playbooks/deploy.yaml.
     """
-    _run("deploy.yaml", inventory, check=check, diff=diff, yes=yes, forks=forks,
-         force_unlock=force_unlock, skip_tags=skip_tags, as_json=as_json, junit=junit,
-         extra_vars={}, verb="deploy")
+    raise typer.Exit(run_deploy_playbook(
+        "deploy.yaml", inventory, check=check, diff=diff, yes=yes, forks=forks,
+        force_unlock=force_unlock, skip_tags=skip_tags, as_json=as_json, junit=junit))
 
 
 def rollback(
@@ -144,9 +147,10 @@ def rollback(
 ) -> None:
     """Switch every node back to an earlier release (no weights copied), restarting in
     rank order and gating on readiness. The steps are playbooks/rollback.yaml."""
-    _run("rollback.yaml", inventory, check=check, diff=False, yes=yes, forks=forks,
-         force_unlock=force_unlock, skip_tags=None, as_json=as_json, junit=junit,
-         extra_vars={"rollback_to": to or "previous"}, verb="rollback")
+    raise typer.Exit(run_deploy_playbook(
+        "rollback.yaml", inventory, check=check, yes=yes, forks=forks,
+        force_unlock=force_unlock, as_json=as_json, junit=junit,
+        extra_vars={"rollback_to": to or "previous"}, verb="rollback"))
 
 
 def history(

@@ -103,11 +103,14 @@ def _meta(root: str, release_id: str) -> dict[str, Any]:
 
 def _release_files(directory: str) -> dict[str, str]:
     """Relative path → sha256 of every rendered file of a release: not the bookkeeping,
-    not `model/` (links into the weights store, made by the weights step)."""
+    not `model/` (links into the weights store, made by the weights step), not the
+    bytecode Python caches next to the runtime when it runs."""
     found: dict[str, str] = {}
     for base, dirs, files in os.walk(directory):
         if base == directory and MODEL_DIR in dirs:
             dirs.remove(MODEL_DIR)
+        if "__pycache__" in dirs:
+            dirs.remove("__pycache__")
         dirs.sort()
         for name in files:
             path = os.path.join(base, name)

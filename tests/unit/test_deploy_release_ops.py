@@ -159,6 +159,9 @@ def test_model_links_are_not_part_of_the_release_content(tmp_path):
     model = tmp_path / "releases" / "r-1" / "model"
     model.mkdir()
     (model / "model.safetensors.index.json").write_text("{}")
+    cache = tmp_path / "releases" / "r-1" / "__pycache__"   # the runtime ran: bytecode
+    cache.mkdir()
+    (cache / "launcher.cpython-311.pyc").write_bytes(b"\0")
     again = stage(tmp_path, "r-1", **{"engine.env": "A=1\n"})
     assert again["identical"] and not again["changed"]
     (tmp_path / "releases" / "r-1" / "engine.env").write_text("tampered\n")
