@@ -23,6 +23,9 @@ COMMAND_MODULES: tuple[str, ...] = (
     "render",
     "weights",
     "preflight",
+    "deploy",
+    "status",
+    "demo",
 )
 
 app = typer.Typer(
