@@ -103,6 +103,9 @@ def run_preflight(inv: "Inventory", req: PreflightRequest | None = None, *,
             options=req.options, only=req.only, skip=req.skip, exec_counts=run.exec_counts,
             model_bytes=req.model_bytes, started=run.started)
         report = built.to_dict()
+    import time
+
+    report["started"] = time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(run.started))
     report["duration_s"] = round(run.duration, 3)
     for node in report["nodes"]:
         node["remote_executions"] = run.exec_counts.get(node["name"], node["remote_executions"])
