@@ -25,6 +25,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "preflight",
     "deploy",
     "status",
+    "bench",
+    "doctor",
     "demo",
 )
 

@@ -1,0 +1,77 @@
+"""`ascendctl bench`: vLLM's own benchmark against the deployment, judged by the SLOs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ascendctl.cli.options import inventory_option, json_option
+
+BENCH_EXIT_HELP = (
+    "Exit codes: 0 every SLO in the inventory met (or none set); 1 an SLO missed, requests "
+    "failed, the benchmark could not run or nothing is deployed; 2 bad input (nothing "
+    "run); 4 the head node unreachable; 130 interrupted."
+)
+
+
+def bench(
+    inventory: Path = inventory_option(),
+    input_len: int = typer.Option(512, "--input-len", min=1,
+                                  help="Prompt tokens per request (random dataset)."),
+    output_len: int = typer.Option(256, "--output-len", min=1,
+                                   help="Output tokens per request (generation ignores EOS)."),
+    concurrency: int = typer.Option(8, "--concurrency", "-c", min=1,
+                                    help="Requests in flight at once (--max-concurrency)."),
+    num_prompts: Optional[int] = typer.Option(
+        None, "--num-prompts", "-n", min=1, help="Requests in total [default: 4 × concurrency]."),
+    request_rate: Optional[float] = typer.Option(
+        None, "--request-rate", min=0.001, help="Requests per second (Poisson) "
+        "[default: all at once, bounded by --concurrency]."),
+    timeout: float = typer.Option(3600.0, "--timeout", min=1.0, envvar="ASCENDCTL_BENCH_TIMEOUT",
+                                  help="Give up on the benchmark after this many seconds."),
+    junit: Optional[Path] = typer.Option(None, "--junit",
+                                         help="Also write JUnit XML here (one testcase per SLO)."),
+    as_json: bool = json_option(),
+) -> None:
+    """Run vLLM's own `vllm bench serve` on the head node against the serving release and
+    judge it by the inventory's `slo` section.
+
+    The benchmark runs ON the head (the `vllm` next to serving.engine, the release's
+    model directory as tokenizer, random prompts of --input-len tokens, --output-len
+    tokens out), against the head's API on 127.0.0.1; the API key is read on the node
+    from the release's 0600 secrets.env into the benchmark's environment, never passed
+    as an argument. Output tokens/s per NPU = vLLM's output_throughput / (tensor ×
+    pipeline × data parallel size). The result is stored on the head with the release
+    (<deploy.root>/bench/<release>/) plus a `bench` event in history.jsonl, so
+    `ascendctl history` compares releases.
+    """
+    from ascendctl.benchmark.report import bench_table, write_junit
+    from ascendctl.benchmark.run import run_bench
+    from ascendctl.benchmark.settings import BenchSettings, validate
+    from ascendctl.console import get_console, print_json
+    from ascendctl.inventory import load_inventory
+    from ascendctl.transport import SshPool
+
+    inv = load_inventory(inventory)
+    settings = validate(BenchSettings(input_len=input_len, output_len=output_len,
+                                      concurrency=concurrency, num_prompts=num_prompts,
+                                      request_rate=request_rate, timeout_s=timeout), inv)
+    err = get_console(stderr=True)
+    say = (lambda _msg: None) if as_json else (lambda msg: err.print(f"[dim]·[/dim] {msg}"))
+    with SshPool([inv.head]) as pool:   # unreachable: ConnectError, exit 4
+        report = run_bench(inv, settings, pool.conn(inv.head.name), say)
+    if junit is not None:
+        write_junit(report, junit)
+    if as_json:
+        print_json(report.as_dict())
+    else:
+        get_console().print(bench_table(report))
+        style = "green" if report.verdict.passed else "red"
+        err.print(f"[{style}]{report.verdict.summary()}[/{style}]  (stored: {report.stored})")
+    raise typer.Exit(int(report.exit_code))
+
+
+def register(root: typer.Typer) -> None:
+    root.command("bench", epilog=BENCH_EXIT_HELP)(bench)

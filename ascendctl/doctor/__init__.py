@@ -1,0 +1,33 @@
+"""`ascendctl doctor`: collect logs and state from every node (one remote run each), match
+them against the table of known error signatures, explain each match (node, log line,
+cause, fix), and pack everything into one support bundle."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+from ascendctl.doctor.collect import collect, parse_since
+from ascendctl.doctor.report import DoctorReport
+from ascendctl.doctor.scan import scan_collections
+from ascendctl.doctor.signatures import default_signatures, load_signatures
+from ascendctl.inventory import Inventory
+
+
+def run_doctor(inv: Inventory, pool: Any, *, since_s: int,
+               bundle: Optional[Path] = None) -> DoctorReport:
+    from ascendctl.doctor.bundle import controller_secrets, scrub, write_bundle
+
+    collections = collect(inv, pool, since_s)
+    scrub(collections, controller_secrets(inv))
+    findings = scan_collections({c.node: c.files for c in collections if c.ok},
+                                default_signatures())
+    report = DoctorReport(cluster=inv.cluster.name, since_s=since_s,
+                          collections=collections, findings=findings)
+    if bundle is not None:
+        write_bundle(bundle, inv, collections, findings, since_s=since_s)
+        report.bundle = str(bundle)
+    return report
+
+
+__all__ = ["DoctorReport", "load_signatures", "parse_since", "run_doctor"]

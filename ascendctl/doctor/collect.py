@@ -1,0 +1,78 @@
+"""Collect from every node at once: one remote run of node_collect.py per node."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from ascendctl.benchmark.nodescript import NodeScriptError, call_node_script
+from ascendctl.deploy.release import ALL_UNITS
+from ascendctl.errors import InputError
+from ascendctl.inventory import Inventory
+
+NODE_SCRIPT = Path(__file__).with_name("node_collect.py")
+SINCE_RE = re.compile(r"^\s*(\d+)\s*([smhdw]?)\s*$")
+UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+COLLECT_TIMEOUT_S = 300.0
+
+
+def parse_since(text: str) -> int:
+    """'90s', '30m', '1h', '2d', '1w' (or plain seconds) → seconds."""
+    match = SINCE_RE.match(text or "")
+    if not match or int(match.group(1)) == 0:
+        raise InputError(f"{text!r}: use a duration such as 30m, 1h, 2d", field="--since")
+    return int(match.group(1)) * UNIT_SECONDS[match.group(2)]
+
+
+@dataclass
+class NodeCollection:
+    node: str
+    address: str
+    rank: int
+    ok: bool
+    error: Optional[str] = None
+    status: str = "ok"                       # ok | unreachable | failed
+    hostname: Optional[str] = None
+    collected_at: Optional[str] = None
+    seconds: Optional[float] = None
+    files: dict[str, str] = field(default_factory=dict)
+    commands: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def collect(inv: Inventory, pool: Any, since_s: int) -> list[NodeCollection]:
+    """Every node's logs and state (in rank order); unreachable nodes are recorded."""
+    source = NODE_SCRIPT.read_bytes()
+    kwargs = {"root": inv.deploy.root, "units": list(ALL_UNITS), "since_s": since_s,
+              "ports": inv.cluster.npus_per_node}
+
+    def one(conn: Any) -> dict[str, Any]:
+        return call_node_script(conn, node=conn.name, python=inv.deploy.python,
+                                source=source, name="ascendctl_doctor_node.py",
+                                op="collect", kwargs=kwargs, timeout=COLLECT_TIMEOUT_S)
+
+    results = pool.map(one)
+    collections = []
+    for host in inv.hosts:
+        res = results[host.name]
+        if res.ok:
+            value = res.value
+            collections.append(NodeCollection(
+                node=host.name, address=host.address, rank=host.rank, ok=True,
+                hostname=value.get("hostname"), collected_at=value.get("collected_at"),
+                seconds=value.get("seconds"), files=value.get("files", {}),
+                commands=value.get("commands", {}), notes=value.get("notes", [])))
+        else:
+            status = "unreachable" if res.status.value == "unreachable" else "failed"
+            error = res.error
+            if isinstance(error, str) and error.startswith("collect: "):
+                error = error[len("collect: "):]
+            collections.append(NodeCollection(node=host.name, address=host.address,
+                                              rank=host.rank, ok=False, error=error,
+                                              status=status))
+    return collections
+
+
+__all__ = ["NodeCollection", "NodeScriptError", "collect", "parse_since"]

@@ -1,0 +1,110 @@
+"""Doctor's verdict, its exit code, and how findings are printed."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from ascendctl.doctor.collect import NodeCollection
+from ascendctl.doctor.scan import Finding
+from ascendctl.exitcodes import Exit
+
+LINE_SHOWN = 220
+
+
+@dataclass
+class DoctorReport:
+    cluster: str
+    since_s: int
+    collections: Sequence[NodeCollection]
+    findings: Sequence[Finding]
+    bundle: Optional[str] = None
+
+    @property
+    def unreachable(self) -> list[NodeCollection]:
+        return [c for c in self.collections if not c.ok]
+
+    @property
+    def exit_code(self) -> Exit:
+        if self.unreachable:
+            return Exit.UNREACHABLE
+        severities = {f.severity for f in self.findings}
+        if "error" in severities:
+            return Exit.FAILED
+        if "warning" in severities:
+            return Exit.WARNINGS
+        return Exit.OK
+
+    def verdict(self) -> str:
+        errors = [f for f in self.findings if f.severity == "error"]
+        warnings = [f for f in self.findings if f.severity == "warning"]
+        parts = []
+        if errors:
+            parts.append(f"{len(errors)} error finding(s)")
+        if warnings:
+            parts.append(f"{len(warnings)} warning(s)")
+        if self.unreachable:
+            parts.append("not collected from " + ", ".join(
+                f"{c.node} ({c.status}: {c.error})" for c in self.unreachable))
+        if not parts:
+            return "no known error signature in the collected logs"
+        root = next((f for f in self.findings if f.root_cause), None)
+        lead = f"; probable root cause: {root.id} on {root.node} ({root.title})" if root else ""
+        return "; ".join(parts) + lead
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "cluster": self.cluster,
+            "since_s": self.since_s,
+            "nodes": [{"name": c.node, "address": c.address, "rank": c.rank,
+                       "status": c.status, "error": c.error, "files": len(c.files),
+                       "bytes": sum(len(t) for t in c.files.values()),
+                       "seconds": c.seconds, "notes": c.notes} for c in self.collections],
+            "findings": [f.as_dict() for f in self.findings],
+            "bundle": self.bundle,
+            "verdict": self.verdict(),
+            "exit_code": int(self.exit_code),
+        }
+
+
+def _when(stamp: Optional[str]) -> str:
+    if not stamp:
+        return "-"
+    return stamp.replace("T", " ")[:19]
+
+
+def print_report(report: DoctorReport, console: Any) -> None:
+    from rich.markup import escape
+
+    nodes = ", ".join(
+        f"{c.node} ({len(c.files)} files, {c.seconds:.1f} s)" if c.ok else
+        f"{c.node} ([red]{c.status}[/red]: {escape(str(c.error))})"
+        for c in report.collections)
+    console.print(f"doctor: {report.cluster}: collected the last {report.since_s} s from {nodes}")
+    shown = [f for f in report.findings if f.severity != "info"]
+    for index, f in enumerate(shown, start=1):
+        style = {"error": "red", "warning": "yellow"}[f.severity]
+        seen = _when(f.first_seen) + (f" … {_when(f.last_seen)}"
+                                      if f.last_seen and f.last_seen != f.first_seen else "")
+        tags = []
+        if f.root_cause:
+            tags.append("[bold]probable root cause[/bold]")
+        if f.umbrella:
+            tags.append("consequence: see the earlier findings")
+        console.print(f"\n[{style}]{index}. {f.severity.upper()} {f.id}[/{style}] "
+                      f"{escape(f.title)} — [bold]{f.node}[/bold], {f.count} line(s) "
+                      f"({seen})" + (f"  ← {'; '.join(tags)}" if tags else ""))
+        line = f.line if len(f.line) <= LINE_SHOWN else f.line[:LINE_SHOWN] + " …"
+        console.print(f"   log:   {escape(line)}")
+        console.print(f"   cause: {escape(f.cause)}")
+        console.print(f"   fix:   {escape(f.fix)}")
+        console.print(f"   in:    {escape(f.file)}")
+    info = [f for f in report.findings if f.severity == "info"]
+    if info:
+        console.print("\ninfo: " + "; ".join(f"{f.id} {f.title} on {f.node} ({f.count}×)"
+                                             for f in info))
+    if report.bundle:
+        console.print(f"\nbundle: {report.bundle}")
+    style = {0: "green", 3: "yellow"}.get(int(report.exit_code), "red")
+    console.print(f"[{style}]{escape(report.verdict())}[/{style}]")
