@@ -56,7 +56,7 @@ from bench_play_vs_ansible import (  # noqa: E402  (reused: install, inventory, 
 )
 
 RESULTS = BENCH / "results"
-PLAYBOOKS = BENCH / "playbooks"
+PLAYBOOKS = ANSIBLE_HOME / "preflight-playbooks"     # generated per run (gitignored)
 TARGET_RATIO = 10.0
 NPUSMI = "/usr/local/sbin/npu-smi"
 HCCN = "/usr/local/bin/hccn_tool"
