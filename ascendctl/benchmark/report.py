@@ -50,7 +50,6 @@ def bench_table(report: BenchReport):
         row(f"{title} median", f.latency(metric, "median"), unit="ms")
         slo_id = {"ttft": "slo.max_p99_ttft_ms", "tpot": "slo.max_p99_tpot_ms"}.get(metric)
         row(f"{title} p99", f.latency(metric, "p99"), slo_id, "ms")
-    table.caption = v.summary()
     return table
 
 

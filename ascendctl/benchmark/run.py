@@ -145,3 +145,24 @@ def _last_lines(text: str, count: int) -> str:
 def stored_results(inv: Inventory, conn: Any) -> dict[str, list[dict[str, Any]]]:
     """The bench records kept on the head, by release (oldest first)."""
     return HeadNode(inv, conn).call("list")["records"]
+
+
+def headline_from_record(record: dict[str, Any]) -> dict[str, Any]:
+    """What `history` shows of a stored record (read back from the head)."""
+    figures = record.get("figures") or {}
+    verdict = record.get("verdict") or {}
+    latency = figures.get("latency_ms") or {}
+    return {
+        "time": record.get("time"),
+        "stamp": record.get("stamp"),
+        "verdict": verdict.get("status"),
+        "summary": verdict.get("summary"),
+        "settings": record.get("settings"),
+        "figures": {
+            "output_tok_s": figures.get("output_throughput"),
+            "output_tok_s_per_npu": verdict.get("output_tokens_per_s_per_npu"),
+            "p99_ttft_ms": (latency.get("ttft") or {}).get("p99"),
+            "p99_tpot_ms": (latency.get("tpot") or {}).get("p99"),
+            "completed": figures.get("completed"), "failed": figures.get("failed"),
+        },
+    }

@@ -30,6 +30,18 @@ COMMAND_MODULES: tuple[str, ...] = (
     "demo",
 )
 
+ENVIRONMENT_HELP = (
+    "Environment (for CI on a jump host; secrets only ever from the environment or files): "
+    "ASCENDCTL_INVENTORY (-i); ASCENDCTL_YES=1 (--yes: consent to restart engines without a "
+    "terminal); ASCENDCTL_FORKS (--forks); ASCENDCTL_SSH_KEY (private key file for every "
+    "host, overrides ssh.private_key); ASCENDCTL_KNOWN_HOSTS (known_hosts file, overrides "
+    "ssh.known_hosts); the API key: the variable or 0600 file named by the inventory's "
+    "serving.api_key; ASCENDCTL_PLAIN=1 (plain text, no colour); ASCENDCTL_BENCH_TIMEOUT "
+    "(bench --timeout); ASCENDCTL_DOCTOR_SINCE (doctor --since). Without a terminal nothing "
+    "prompts: commands that need consent fail with exit 2 unless --yes is given. See "
+    "docs/operations.md."
+)
+
 app = typer.Typer(
     name="ascendctl",
     help=(
@@ -37,7 +49,7 @@ app = typer.Typer(
         "endpoint, and keep it healthy. Start with `ascendctl lab up` to get a simulated "
         "cluster, then `ascendctl preflight -i INVENTORY`."
     ),
-    epilog=EXIT_CODES_HELP,
+    epilog=EXIT_CODES_HELP + "\n\n" + ENVIRONMENT_HELP,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},

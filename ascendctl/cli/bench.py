@@ -35,8 +35,7 @@ def bench(
                                          help="Also write JUnit XML here (one testcase per SLO)."),
     as_json: bool = json_option(),
 ) -> None:
-    """Run vLLM's own `vllm bench serve` on the head node against the serving release and
-    judge it by the inventory's `slo` section.
+    """Benchmark the deployment with vLLM's own `vllm bench serve`; judge it by the SLOs.
 
     The benchmark runs ON the head (the `vllm` next to serving.engine, the release's
     model directory as tokenizer, random prompts of --input-len tokens, --output-len
@@ -67,9 +66,11 @@ def bench(
     if as_json:
         print_json(report.as_dict())
     else:
-        get_console().print(bench_table(report))
+        out = get_console()
+        out.print(bench_table(report))
         style = "green" if report.verdict.passed else "red"
-        err.print(f"[{style}]{report.verdict.summary()}[/{style}]  (stored: {report.stored})")
+        out.print(f"[{style}]{report.verdict.summary()}[/{style}]")
+        out.print(f"stored on {report.node}: {report.stored}")
     raise typer.Exit(int(report.exit_code))
 
 

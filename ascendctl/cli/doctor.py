@@ -27,7 +27,9 @@ def doctor(
                               help="Nodes collected from in parallel."),
     as_json: bool = json_option(),
 ) -> None:
-    """Collect from every node - the ascendctl units' journals (engine logs), HCCL/CANN
+    """Collect logs from every node, explain known errors, write a support bundle.
+
+    Collects from every node - the ascendctl units' journals (engine logs), HCCL/CANN
     plog and slog tails (~/ascend/log, /var/log/npu, $ASCEND_PROCESS_LOG_PATH), kernel
     messages, `npu-smi info`, the RoCE ports' link / net_health / TLS, listening ports
     and the release state - in one remote run per node, then match every line against

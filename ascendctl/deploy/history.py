@@ -17,6 +17,7 @@ def collect_history(inv: Inventory) -> dict[str, Any]:
     with SshPool(inv.hosts) as pool:
         results = pool.map(lambda conn: context.ops(inv.host(conn.name), conn)
                            .state(ALL_UNITS))
+        bench = _bench_records(inv, pool) if results[inv.head.name].ok else {}
     states = {name: r.value for name, r in results.items() if r.ok}
     unreachable = {name: r.error for name, r in results.items() if not r.ok}
     head_state = states.get(inv.head.name) or next(iter(states.values()), {})
@@ -36,6 +37,9 @@ def collect_history(inv: Inventory) -> dict[str, Any]:
         if entry is not None and event.get("event") == "failed":
             entry["failure"] = (f"{event.get('step')} on {event.get('node')}: "
                                 f"{event.get('reason')}")
+    for release_id, records in bench.items():
+        if release_id in releases and records:
+            releases[release_id]["bench"] = bench_summary(records[-1])
     ordered = sorted(releases.values(), key=lambda r: r.get("created") or "")
     for revision, entry in enumerate(ordered, start=1):
         entry["revision"] = revision
@@ -50,12 +54,30 @@ def collect_history(inv: Inventory) -> dict[str, Any]:
     }
 
 
+def _bench_records(inv: Inventory, pool: Any) -> dict[str, list[dict[str, Any]]]:
+    """`ascendctl bench` results kept on the head, by release (see ascendctl/benchmark)."""
+    from ascendctl.benchmark.run import stored_results
+    from ascendctl.errors import AscendctlError
+
+    try:
+        return stored_results(inv, pool.conn(inv.head.name))
+    except AscendctlError:
+        return {}
+
+
+def bench_summary(record: dict[str, Any]) -> dict[str, Any]:
+    """The latest bench run of a release: verdict, when, settings and headline figures."""
+    from ascendctl.benchmark.run import headline_from_record
+
+    return headline_from_record(record)
+
+
 def history_table(data: dict[str, Any]):
     from rich.table import Table
 
     table = Table(title=f"release history of {data['cluster']}", show_lines=False)
     for column in ("rev", "release", "status", "created", "by", "layout", "current on",
-                   "note"):
+                   "latest bench", "note"):
         table.add_column(column)
     for entry in data["releases"]:
         summary = entry.get("summary") or {}
@@ -66,9 +88,24 @@ def history_table(data: dict[str, Any]):
         table.add_row(str(entry["revision"]), entry["id"],
                       f"[{style}]{status}[/{style}]" if style else status,
                       entry.get("created") or "", entry.get("by") or "", layout,
-                      ", ".join(entry["current_on"]), entry.get("failure", ""))
+                      ", ".join(entry["current_on"]), _bench_cell(entry.get("bench")),
+                      entry.get("failure", ""))
     if not data["consistent"]:
         table.caption = ("nodes disagree: " + ", ".join(
             f"{n}={c}" for n, c in data["current"].items())
             + "".join(f"; {n} unreachable: {e}" for n, e in data["unreachable"].items()))
     return table
+
+
+def _bench_cell(bench: dict[str, Any] | None) -> str:
+    if not bench:
+        return ""
+    figures = bench.get("figures") or {}
+
+    def num(key: str, digits: int = 1) -> str:
+        value = figures.get(key)
+        return "-" if value is None else f"{value:.{digits}f}"
+
+    return (f"{bench.get('verdict', '?')}: {num('output_tok_s_per_npu', 2)} tok/s/NPU, "
+            f"p99 TTFT {num('p99_ttft_ms', 0)} ms, TPOT {num('p99_tpot_ms', 0)} ms "
+            f"({bench.get('time', '')[:16]})")

@@ -29,11 +29,12 @@ from typing import Any, Optional
 
 REDACTED = "[REDACTED]"
 SECRET_FILE = "secrets.env"
+_NOT_DONE = r"(?!\[REDACTED\])"
 SECRET_PATTERNS = (
-    re.compile(r"(--api-key[= ]+)(\S+)"),
-    re.compile(r"(Authorization:\s*Bearer\s+)(\S+)", re.IGNORECASE),
-    re.compile(r"((?:VLLM|OPENAI)_API_KEY\s*[=:]\s*['\"]?)([^'\"\s]+)"),
-    re.compile(r"(['\"]api_key['\"]\s*:\s*['\"])([^'\"]+)"),
+    re.compile(r"(--api-key(?:[= ]+|[\"']\s*,\s*[\"']))" + _NOT_DONE + r"([^\s\"',\]]+)"),
+    re.compile(r"(Authorization:\s*Bearer\s+)" + _NOT_DONE + r"(\S+)", re.IGNORECASE),
+    re.compile(r"((?:VLLM|OPENAI)_API_KEY\s*[=:]\s*['\"]?)" + _NOT_DONE + r"([^'\"\s]+)"),
+    re.compile(r"(['\"]api_key['\"]\s*:\s*['\"])" + _NOT_DONE + r"([^'\"]+)"),
 )
 RELEASE_FILES = ("engine.json", "ray.json", "engine.env", "hccl.json", "watchdog.json",
                  ".status", ".meta.json")

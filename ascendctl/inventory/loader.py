@@ -32,6 +32,9 @@ GROUP_VAR_KEYS = ("ssh", "custom")
 ALL_VAR_KEYS = tuple(CLUSTER_SECTIONS) + GROUP_VAR_KEYS
 GROUP_KEYS = ("hosts", "vars", "children")
 IMPLICIT_GROUPS = ("all", "head", "followers")
+# Environment variables that override every host's ssh settings (documented in --help).
+SSH_ENV_OVERRIDES = {"private_key": "ASCENDCTL_SSH_KEY",
+                     "known_hosts": "ASCENDCTL_KNOWN_HOSTS"}
 
 
 def load_inventory(path: str | os.PathLike[str], *, check_files: bool = True) -> Inventory:
@@ -280,6 +283,11 @@ class _Builder:
             merged["port"] = spec.ansible_port
         if spec.ansible_ssh_private_key_file is not None:
             merged["private_key"] = spec.ansible_ssh_private_key_file
+        # CI on a jump host: the key and known_hosts files come from the environment
+        # (e.g. GitLab file variables), never from arguments.
+        for key, env in SSH_ENV_OVERRIDES.items():
+            if os.environ.get(env):
+                merged[key] = os.environ[env]
         return self.validate(SshSpec, merged, last_path)
 
     # -- cross-field rules ---------------------------------------------------------------
@@ -391,11 +399,13 @@ class _Builder:
                 continue
             checked.add(key)
             key_path = Path(os.path.expanduser(key))
+            origin = (f" (from {SSH_ENV_OVERRIDES['private_key']})"
+                      if os.environ.get(SSH_ENV_OVERRIDES["private_key"]) else "")
             if not key_path.is_file():
-                raise self.fail(f"SSH key file {key} does not exist on this machine",
+                raise self.fail(f"SSH key file {key}{origin} does not exist on this machine",
                                 self.ssh_field_path(host, "private_key"))
             if not os.access(key_path, os.R_OK):
-                raise self.fail(f"SSH key file {key} is not readable",
+                raise self.fail(f"SSH key file {key}{origin} is not readable",
                                 self.ssh_field_path(host, "private_key"))
 
     def ssh_field_path(self, host: Host, field: str) -> YamlPath:
