@@ -6,6 +6,7 @@ run's DeployContext.
 from __future__ import annotations
 
 import hashlib
+import time
 from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict
@@ -216,22 +217,30 @@ class ReleaseSwitch(Module):
         outcome.failed_step, outcome.failed_node, outcome.reason = \
             failure.step, failure.node, failure.reason
         context.log.note(f"{failure}; rolling back", node=failure.node)
-        notes = []
-        try:
-            # A node that rebooted (or was powered back on) may come back with the failed
-            # release's units enabled: every node must answer before anything restarts.
-            switcher.wait_reachable(context.inv.serving.startup_timeout)
-            switcher.stop_engines(target.engine_units, step="stop the failed release")
-        except StepFailed as err:
-            notes.append(str(err))
-        if previous and previous != target.release_id and not notes:
+        notes: list[str] = []
+        budget = context.inv.serving.startup_timeout
+        deadline = time.monotonic() + 2 * budget
+        while True:
             try:
-                switcher.bring_up(context.target(previous))
-                outcome.rolled_back_to = previous
+                # A node that is rebooting (or was powered back on) may still be going
+                # down or come back with the failed release's units enabled: every node
+                # must answer, and the failed engines must be stopped everywhere, before
+                # the previous release starts in rank order.
+                switcher.wait_reachable(budget)
+                switcher.stop_engines(target.engine_units, step="stop the failed release")
+                if previous and previous != target.release_id:
+                    switcher.bring_up(context.target(previous))
+                    outcome.rolled_back_to = previous
+                notes = []
+                break
             except StepFailed as err:
-                notes.append(f"rollback to {previous} failed too: {err}")
+                notes.append(str(err))
+                if time.monotonic() > deadline:
+                    break
+                context.log.note(f"rollback: {err}; retrying", node=err.node)
+                time.sleep(10)
         if notes and previous:
-            outcome.rollback_failed = "; ".join(notes)
+            outcome.rollback_failed = "; ".join(notes[-2:])
         record_failure(context, target.release_id, failure)
         where = f"{failure.step} failed on {failure.node}: {failure.reason}"
         if outcome.rolled_back_to:
@@ -357,6 +366,4 @@ def record_failure(context: DeployContext, release_id: str, failure: StepFailed)
 
 
 def _now() -> str:
-    import time
-
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
