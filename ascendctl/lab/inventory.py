@@ -28,6 +28,10 @@ def build(*, name: str, chip: str, npus: int, roce_mtu: int, netmask: str, key: 
                             "max_model_len": 256, "max_num_seqs": 8, "startup_timeout": 300,
                             "env": {"VLLM_CPU_KVCACHE_SPACE": "1"}},
                 "versions": versions,
+                # SLOs for `ascendctl bench` with tiny settings (e.g. --input-len 32
+                # --output-len 16): generous, as the nodes share a small machine's CPUs.
+                "slo": {"min_output_tokens_per_s_per_npu": 1.0, "max_p99_ttft_ms": 30000,
+                        "max_p99_tpot_ms": 5000},
             },
             "children": {
                 "nodes": {

@@ -1,0 +1,224 @@
+"""`ascendctl bench` on a lab deployment: vLLM's own figures, a pass/fail verdict against
+the inventory's SLOs (one inventory whose SLOs pass, one with an SLO that fails), the
+result stored with the release and shown by `history`, the API key only ever in the
+benchmark's environment.
+
+The deployment (2 nodes, PP=2, API key) is shared with tests/lab/test_doctor_lab.py
+through `shared_deployment`: one deploy for both modules.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from junitparser import JUnitXml
+
+from tests.conftest import require_lab, unique_lab_name
+
+pytestmark = pytest.mark.lab
+
+API_KEY = "sk-lab-bench-" + "4c1d9e7f20a3b865"
+KEY_ENV = "ASCENDCTL_TEST_BENCH_KEY"
+ROOT = "/var/lib/ascendctl"
+TINY = ["--input-len", "32", "--output-len", "16", "--num-prompts", "8", "--concurrency", "4"]
+SHARED_ATTR = "_ascendctl_ops_deployment"   # on pytest's config: one per session
+
+
+def ascendctl(*args: str, timeout: float = 1200) -> subprocess.CompletedProcess:
+    env = {**os.environ, KEY_ENV: API_KEY, "ASCENDCTL_PLAIN": "1"}
+    return subprocess.run([sys.executable, "-m", "ascendctl", *args], capture_output=True,
+                          text=True, timeout=timeout, env=env, stdin=subprocess.DEVNULL)
+
+
+ENGINE_USERS = re.compile(r"vllm serve |-m ascendctl (?:deploy|rollback|demo)\b|"
+                          r"bin/ascendctl (?:deploy|rollback|demo)\b")
+
+
+def other_engines() -> list[str]:
+    """vLLM engines on this machine (any lab), and deploys that are about to start some."""
+    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if ENGINE_USERS.search(line)]
+
+
+def wait_for_engine_slots(limit_s: float = 2400) -> None:
+    """At most two engines may run on this machine at once: before starting ours, wait
+    until no other engine runs and no deploy is under way (twice in a row, 10 s apart)."""
+    deadline = time.time() + limit_s
+    quiet = 0
+    while quiet < 2 and time.time() < deadline:
+        quiet = 0 if other_engines() else quiet + 1
+        time.sleep(10 if quiet < 2 else 0)
+
+
+def write_inventory(state: dict, name: str, slo: dict | None = None) -> Path:
+    data = yaml.safe_load(Path(state["lab"].inventory_path).read_text())
+    vars_ = data["all"]["vars"]
+    vars_["serving"]["api_key"] = {"env": KEY_ENV}
+    if slo is not None:
+        vars_["slo"] = slo
+    path = state["dir"] / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def node_sh(state: dict, node: str, script: str, timeout: float = 120) -> str:
+    return state["lab"].exec(node, ["sh", "-c", script], timeout=timeout).stdout
+
+
+def serving(state: dict) -> bool:
+    out = node_sh(state, "node1", "curl -s -o /dev/null -w '%{http_code}' --max-time 20 "
+                  f"-H 'Authorization: Bearer {API_KEY}' "
+                  f"http://{state['lab'].nodes[0].mgmt_ip}:8000/v1/models || true")
+    return out.strip() == "200"
+
+
+def ensure_serving(state: dict) -> None:
+    if serving(state):
+        return
+    wait_for_engine_slots()
+    result = ascendctl("deploy", "-i", str(state["inv"]), "--yes", "--json")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    state["release"] = json.loads(result.stdout)["outcome"]["release_id"]
+    assert serving(state)
+
+
+def shared_deployment(request, tmp_path_factory) -> dict:
+    """One 2-node lab with the tiny model deployed (API key, the lab's SLOs), for the
+    bench and doctor lab tests (kept on pytest's config, whichever module asks first);
+    taken down when the first asker's scope ends."""
+    state = getattr(request.config, SHARED_ATTR, None)
+    if state is None:
+        require_lab()
+        from ascendctl.lab import Lab
+
+        lab = Lab(unique_lab_name("ops")).up(nodes=2)
+        state = {"lab": lab, "dir": tmp_path_factory.mktemp("ops")}
+
+        def down() -> None:
+            delattr(request.config, SHARED_ATTR)
+            lab.down()
+
+        request.addfinalizer(down)
+        state["inv"] = write_inventory(state, "lab")
+        setattr(request.config, SHARED_ATTR, state)
+    ensure_serving(state)
+    return state
+
+
+@pytest.fixture(scope="session")
+def deployment(request, tmp_path_factory):
+    return shared_deployment(request, tmp_path_factory)
+
+
+def stored_vllm_result(state: dict, stamp: str, release: str) -> dict:
+    return json.loads(node_sh(state, "node0", f"cat {ROOT}/bench/{release}/{stamp}.vllm.json"))
+
+
+def watch_bench_process(state: dict, found: dict, stop: threading.Event) -> None:
+    """While bench runs: the `vllm bench serve` process on the head, its argv and env."""
+    while not stop.is_set() and "argv" not in found:
+        out = node_sh(state, "node0", "for p in /proc/[0-9]*; do "
+                      "if tr '\\0' ' ' < $p/cmdline 2>/dev/null | grep -q 'bench serve'; "
+                      "then echo ${p#/proc/}; fi; done")
+        for pid in out.split():
+            script = (f"tr '\\0' '\\n' < /proc/{pid}/cmdline; echo ---ENV---; "
+                      f"tr '\\0' '\\n' < /proc/{pid}/environ")
+            text = state["lab"].exec("node0", ["sh", "-c", script], check=False).stdout
+            if "---ENV---" in text:
+                argv, env = text.split("---ENV---", 1)
+                found.update(argv=argv.split(), env=env.split("\n"))
+                break
+        time.sleep(0.3)
+
+
+def test_bench_reports_vllm_figures_and_passes_the_lab_slos(deployment):
+    state = deployment
+    inv = write_inventory(state, "pass", slo={"min_output_tokens_per_s_per_npu": 0.5,
+                                              "max_p99_ttft_ms": 60000,
+                                              "max_p99_tpot_ms": 10000})
+    junit = state["dir"] / "bench-pass.xml"
+    found: dict = {}
+    stop = threading.Event()
+    watcher = threading.Thread(target=watch_bench_process, args=(state, found, stop))
+    watcher.start()
+    try:
+        result = ascendctl("bench", "-i", str(inv), *TINY, "--json", "--junit", str(junit))
+    finally:
+        stop.set()
+        watcher.join()
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    report = json.loads(result.stdout)
+    release = report["release"]
+    assert release == node_sh(state, "node0", f"readlink {ROOT}/current").strip().split("/")[-1]
+    # the figures are vLLM's own: the same numbers as the result file vLLM wrote
+    raw = stored_vllm_result(state, report["stamp"], release)
+    figures = report["figures"]
+    assert figures["completed"] == raw["completed"] == 8 and figures["failed"] == 0
+    assert figures["output_throughput"] == raw["output_throughput"] > 0
+    assert figures["latency_ms"]["ttft"]["p99"] == raw["p99_ttft_ms"]
+    assert figures["latency_ms"]["tpot"]["p99"] == raw["p99_tpot_ms"]
+    assert raw["total_input_tokens"] == 8 * 32 and raw["total_output_tokens"] == 8 * 16
+    verdict = report["verdict"]
+    assert verdict["status"] == "pass" and verdict["npus"] == 2
+    assert verdict["output_tokens_per_s_per_npu"] == pytest.approx(raw["output_throughput"] / 2)
+    assert [c["status"] for c in verdict["checks"]] == ["pass"] * 3
+    assert JUnitXml.fromfile(str(junit)).failures == 0
+    # the API key reached the benchmark through its environment, never its command line
+    assert found.get("argv"), "the bench process was never seen on the head"
+    assert API_KEY not in " ".join(found["argv"])
+    assert f"OPENAI_API_KEY={API_KEY}" in found["env"]
+    assert "--tokenizer" in found["argv"] and f"{ROOT}/releases/{release}/model" in found["argv"]
+    state["bench_pass"] = report
+
+
+def test_bench_fails_an_slo_it_misses_and_history_shows_it(deployment):
+    state = deployment
+    inv = write_inventory(state, "fail", slo={"min_output_tokens_per_s_per_npu": 0.5,
+                                              "max_p99_tpot_ms": 0.001})
+    junit = state["dir"] / "bench-fail.xml"
+    result = ascendctl("bench", "-i", str(inv), *TINY, "--junit", str(junit))
+    assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
+    out = result.stdout
+    assert "FAIL: p99 time per output token" in out and "(SLO <= 0.001 ms)" in out
+    assert re.search(r"output throughput per NPU \(2 NPUs\)\s.*>= 0\.5\s.*pass", out)
+    cases = {c.name: c for suite in JUnitXml.fromfile(str(junit)) for c in suite}
+    assert not cases["slo.max_p99_tpot_ms"].is_passed
+    assert cases["slo.min_output_tokens_per_s_per_npu"].is_passed
+
+    history = ascendctl("history", "-i", str(inv), "--json", timeout=120)
+    assert history.returncode == 0, history.stderr[-2000:]
+    data = json.loads(history.stdout)
+    [entry] = [r for r in data["releases"] if r["current_on"] == ["node0", "node1"]]
+    assert entry["bench"]["verdict"] == "fail"          # the latest run of this release
+    stored = json.loads(node_sh(state, "node0", f"ls -1 {ROOT}/bench/{entry['id']}/*.json "
+                                "| grep -v vllm.json | tail -1 | xargs cat"))
+    assert entry["bench"]["figures"]["p99_tpot_ms"] == \
+        stored["figures"]["latency_ms"]["tpot"]["p99"]
+    events = [e for e in data["events"] if e.get("event") == "bench"]
+    assert [e["verdict"] for e in events[-2:]] == ["pass", "fail"]
+    table = ascendctl("history", "-i", str(inv), timeout=120)
+    assert "fail:" in table.stdout and "tok/s/NPU" in table.stdout
+
+    # nowhere but in the 0600 secrets.env
+    leaks = node_sh(state, "node0", f"grep -rl {API_KEY} {ROOT}/bench {ROOT}/history.jsonl "
+                                    "|| true")
+    assert leaks.strip() == ""
+    for text in (result.stdout, result.stderr, junit.read_text(), history.stdout,
+                 json.dumps(state.get("bench_pass", {}))):
+        assert API_KEY not in text
+
+
+def test_bench_refuses_settings_the_deployment_cannot_serve(deployment):
+    result = ascendctl("bench", "-i", str(deployment["inv"]), "--input-len", "512",
+                       timeout=120)
+    assert result.returncode == 2
+    assert "exceeds serving.max_model_len 256" in result.stderr
