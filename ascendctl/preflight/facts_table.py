@@ -61,20 +61,26 @@ def print_facts(inv: "Inventory", result: "FactsResult") -> None:
             for col in columns:
                 print(f"  {col:<9} {row[col]}")
         return
+    from rich.markup import escape
     from rich.table import Table
 
-    table = Table(title=f"facts ({inv.path})", title_justify="left")
-    table.add_column("host", style="bold", no_wrap=True)
-    for col in columns:
-        table.add_column(col)
-    table.add_column("gather", justify="right")
-    for name in names:
-        if name in result.failed:
-            why, kind = result.failed[name]
-            table.add_row(name, f"[bold red]{'unreachable' if kind != 'failed' else 'failed'}"
-                          f"[/bold red]: {why}", *[""] * (len(columns)))
-            continue
-        row = facts_row(result.facts[name])
-        table.add_row(name, *[row[c] for c in columns],
-                      f"{result.durations[name]:.2f} s / {result.exec_counts.get(name, 0)} exec")
-    get_console().print(table)
+    console = get_console()
+    per_table = max(1, (console.width - 12) // 36)     # hosts side by side, ~36 columns each
+    for start in range(0, len(names), per_table):
+        chunk = names[start:start + per_table]
+        table = Table(title=f"facts ({inv.path})" if start == 0 else None, title_justify="left")
+        table.add_column("", style="bold", no_wrap=True)
+        rows = {}
+        for name in chunk:
+            table.add_column(name, overflow="fold")
+            if name in result.failed:
+                why, kind = result.failed[name]
+                rows[name] = {"npus": f"[bold red]{'unreachable' if kind != 'failed' else 'failed'}"
+                                      f"[/bold red]: {escape(why)}"}
+            else:
+                rows[name] = {k: escape(v) for k, v in facts_row(result.facts[name]).items()}
+                rows[name]["gather"] = (f"{result.durations[name]:.2f} s, "
+                                        f"{result.exec_counts.get(name, 0)} remote execution(s)")
+        for col in (*columns, "gather"):
+            table.add_row(col, *[rows[n].get(col, "") for n in chunk])
+        console.print(table)

@@ -159,3 +159,16 @@ def test_redeploy_own_engine_may_hold_npus_and_ports(lab):
         for unit in ("ascendctl-engine", "old-engine"):
             lab.exec("node0", ["systemctl", "stop", unit], check=False)
         lab.heal("node0")
+
+
+def test_facts_of_an_unreachable_host(lab):
+    try:
+        lab.fault("node1", "sshd-down")
+        proc = cli("facts", "-i", str(lab.inventory_path), "--json", "--connect-timeout", "3")
+    finally:
+        lab.heal("node1")
+    assert proc.returncode == 4, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert set(doc["hosts"]) == {"node0"}
+    assert doc["failed"]["node1"]["error_kind"] == "refused"
+    assert "connection refused" in doc["failed"]["node1"]["error"]
