@@ -234,28 +234,29 @@ def build_gather_script(params: GatherParams, nonce: str | None = None) -> str:
         f"printf '@@ASCENDCTL-GATHER v{GATHER_FORMAT_VERSION} %s\\n' \"$N\"",
         "T=$(mktemp -d \"${TMPDIR:-/tmp}/ascendctl-gather.XXXXXX\") || exit 70",
         "trap 'rm -rf \"$T\"' EXIT",
-        "date +%s.%N >\"$T/clock_start.out\"; echo 0 >\"$T/clock_start.rc\"; : >\"$T/clock_start.err\"",
+        # each job frames its own section (in parallel); the end is one `cat` in order
+        "{ printf '@@%s BEGIN clock_start\\n' \"$N\"; date +%s.%N; "
+        "printf '\\n@@%s STDERR clock_start\\n\\n@@%s END clock_start rc=0\\n' \"$N\" \"$N\"; } >\"$T/clock_start.sec\"",
         f"NPUSMI=$(command -v npu-smi || echo /usr/local/sbin/npu-smi)",
         f"HCCN=$(command -v hccn_tool || echo {q(root + '/driver/tools/hccn_tool')})",
         f"MAXJ={int(params.max_jobs)}",
-        "run() { local f=\"$T/$1\"; shift; ( eval \"$1\" ) >\"$f.out\" 2>\"$f.err\" </dev/null; "
-        "echo $? >\"$f.rc\"; }",
-        "throttle() { while [ \"$(jobs -rp | wc -l)\" -ge \"$MAXJ\" ]; do wait -n 2>/dev/null || sleep 0.05; done; }",
+        "run() { local n=\"$1\" f=\"$T/$2\"; shift 2; ( eval \"$1\" ) >\"$f.out\" 2>\"$f.err\" </dev/null; "
+        "local rc=$?; { printf '@@%s BEGIN %s\\n' \"$N\" \"$n\"; cat \"$f.out\"; "
+        "printf '\\n@@%s STDERR %s\\n' \"$N\" \"$n\"; cat \"$f.err\"; "
+        "printf '\\n@@%s END %s rc=%s\\n' \"$N\" \"$n\" \"$rc\"; } >\"$f.sec\"; }",
+        # a running-jobs counter: no `jobs | wc` subshell per launch (wait -n: bash >= 4.3)
+        "R=0",
+        "throttle() { while [ \"$R\" -ge \"$MAXJ\" ]; do if wait -n 2>/dev/null; then R=$((R-1)); "
+        "else R=$(jobs -rp | wc -l); [ \"$R\" -ge \"$MAXJ\" ] && sleep 0.05; fi; done; R=$((R+1)); }",
     ]
     for name, command in jobs:
-        lines.append(f"throttle; run {q(_file(name))} {q(command)} &")
-    lines += [
-        "wait",
-        "emit() { local f=\"$T/$2\"; printf '@@%s BEGIN %s\\n' \"$N\" \"$1\"; cat \"$f.out\" 2>/dev/null; "
-        "printf '\\n@@%s STDERR %s\\n' \"$N\" \"$1\"; cat \"$f.err\" 2>/dev/null; "
-        "printf '\\n@@%s END %s rc=%s\\n' \"$N\" \"$1\" \"$(cat \"$f.rc\" 2>/dev/null || echo 255)\"; }",
-    ]
-    for name in ["clock_start", *[n for n, _ in jobs]]:
-        lines.append(f"emit {q(name)} {q(_file(name))}")
+        lines.append(f"throttle; run {q(name)} {q(_file(name))} {q(command)} &")
+    lines.append("wait")
+    lines.append("cat " + " ".join(f'"$T/"{q(_file(n) + ".sec")}' for n in ["clock_start", *[n for n, _ in jobs]]))
     # the end time is read as late as possible: the controller pairs it with the moment
     # the output arrived
-    lines.append("date +%s.%N >\"$T/clock_end.out\"; echo 0 >\"$T/clock_end.rc\"; "
-                 ": >\"$T/clock_end.err\"; emit clock_end clock_end")
+    lines.append("printf '@@%s BEGIN clock_end\\n' \"$N\"; date +%s.%N; "
+                 "printf '\\n@@%s STDERR clock_end\\n\\n@@%s END clock_end rc=0\\n' \"$N\" \"$N\"")
     return "\n".join(lines) + "\n"
 
 
