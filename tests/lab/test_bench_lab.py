@@ -49,20 +49,28 @@ def other_engines() -> list[str]:
     return [line for line in out.splitlines() if ENGINE_USERS.search(line)]
 
 
-def wait_for_engine_slots(limit_s: float = 2400) -> None:
+def wait_for_engine_slots(limit_s: float = 3600) -> None:
     """At most two engines may run on this machine at once: before starting ours, wait
-    until no other engine runs and no deploy is under way (twice in a row, 10 s apart)."""
+    until no other engine runs and no deploy is under way (twice in a row, 10 s apart);
+    never start ours next to someone else's."""
     deadline = time.time() + limit_s
     quiet = 0
-    while quiet < 2 and time.time() < deadline:
-        quiet = 0 if other_engines() else quiet + 1
-        time.sleep(10 if quiet < 2 else 0)
+    while quiet < 2:
+        busy = other_engines()
+        if busy and time.time() > deadline:
+            pytest.fail(f"other vLLM engines kept running for {limit_s:.0f} s; not starting "
+                        "two more on this machine:\n" + "\n".join(busy[:4]), pytrace=False)
+        quiet = 0 if busy else quiet + 1
+        if quiet < 2:
+            time.sleep(10)
 
 
 def write_inventory(state: dict, name: str, slo: dict | None = None) -> Path:
     data = yaml.safe_load(Path(state["lab"].inventory_path).read_text())
     vars_ = data["all"]["vars"]
     vars_["serving"]["api_key"] = {"env": KEY_ENV}
+    # This machine is shared: under load the CPU engine may take minutes to start.
+    vars_["serving"]["startup_timeout"] = 900
     if slo is not None:
         vars_["slo"] = slo
     path = state["dir"] / f"{name}.yaml"
@@ -123,20 +131,29 @@ def stored_vllm_result(state: dict, stamp: str, release: str) -> dict:
     return json.loads(node_sh(state, "node0", f"cat {ROOT}/bench/{release}/{stamp}.vllm.json"))
 
 
+FIND_BENCH = """
+import os
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        argv = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\\0")
+        env = open(f"/proc/{pid}/environ", "rb").read().split(b"\\0")
+    except OSError:
+        continue
+    if b"bench" in argv and b"serve" in argv and any(a.endswith(b"vllm") for a in argv):
+        print(repr((pid, argv, env)))
+"""
+
+
 def watch_bench_process(state: dict, found: dict, stop: threading.Event) -> None:
     """While bench runs: the `vllm bench serve` process on the head, its argv and env."""
+    import ast
+
     while not stop.is_set() and "argv" not in found:
-        out = node_sh(state, "node0", "for p in /proc/[0-9]*; do "
-                      "if tr '\\0' ' ' < $p/cmdline 2>/dev/null | grep -q 'bench serve'; "
-                      "then echo ${p#/proc/}; fi; done")
-        for pid in out.split():
-            script = (f"tr '\\0' '\\n' < /proc/{pid}/cmdline; echo ---ENV---; "
-                      f"tr '\\0' '\\n' < /proc/{pid}/environ")
-            text = state["lab"].exec("node0", ["sh", "-c", script], check=False).stdout
-            if "---ENV---" in text:
-                argv, env = text.split("---ENV---", 1)
-                found.update(argv=argv.split(), env=env.split("\n"))
-                break
+        out = state["lab"].exec("node0", ["python3", "-c", FIND_BENCH], check=False).stdout
+        for line in out.splitlines():
+            _pid, argv, env = ast.literal_eval(line)
+            found.update(argv=[a.decode() for a in argv if a],
+                         env=[e.decode() for e in env if e])
         time.sleep(0.3)
 
 
@@ -166,7 +183,10 @@ def test_bench_reports_vllm_figures_and_passes_the_lab_slos(deployment):
     assert figures["output_throughput"] == raw["output_throughput"] > 0
     assert figures["latency_ms"]["ttft"]["p99"] == raw["p99_ttft_ms"]
     assert figures["latency_ms"]["tpot"]["p99"] == raw["p99_tpot_ms"]
-    assert raw["total_input_tokens"] == 8 * 32 and raw["total_output_tokens"] == 8 * 16
+    # random prompts of 32 tokens (vLLM re-aligns them to the server's tokenizer: about
+    # 32), and exactly 16 tokens out (the random dataset ignores EOS)
+    assert raw["total_output_tokens"] == 8 * 16
+    assert abs(raw["total_input_tokens"] - 8 * 32) <= 8 * 3
     verdict = report["verdict"]
     assert verdict["status"] == "pass" and verdict["npus"] == 2
     assert verdict["output_tokens_per_s_per_npu"] == pytest.approx(raw["output_throughput"] / 2)

@@ -30,7 +30,7 @@ DROPIN_DIR = f"/etc/systemd/system/{UNIT}.service.d"
 # stop it (Restart=always would start it again). Prints the journal since the start.
 RUN_UNTIL_EXIT = f"""
 S=$(date +%s); systemctl start {UNIT}
-for i in $(seq 300); do
+for i in $(seq 900); do
   journalctl -u {UNIT} --since @$S -o cat | grep -q 'Main process exited' && break
   sleep 1
 done
@@ -72,13 +72,13 @@ def broken(request, tmp_path_factory):
     wait_for_engine_slots()
 
     def head() -> list[str]:
-        return [node_sh(state, "node0", PORT_TAKEN, timeout=600),
-                node_sh(state, "node0", with_argv(["--no-such-flag"]), timeout=600)]
+        return [node_sh(state, "node0", PORT_TAKEN, timeout=1200),
+                node_sh(state, "node0", with_argv(["--no-such-flag"]), timeout=1200)]
 
     def follower() -> list[str]:
         # the head is down: the follower waits for its rendezvous, then gives up
         return [node_sh(state, "node1", with_argv(["--distributed-timeout-seconds", "20"]),
-                        timeout=600)]
+                        timeout=1200)]
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         head_logs, follower_logs = pool.submit(head), pool.submit(follower)
@@ -93,7 +93,7 @@ def broken(request, tmp_path_factory):
         logs["node0"].append(node_sh(state, "node1", f"systemctl start {UNIT}; sleep 2; "
                                      "echo started"))
         logs["node0"].append(node_sh(state, "node0", RUN_UNTIL_EXIT.replace(
-            f"systemctl start {UNIT}\n", "\n"), timeout=600))
+            f"systemctl start {UNIT}\n", "\n"), timeout=1200))
         node_sh(state, "node1", f"systemctl stop {UNIT}", timeout=200)
     finally:
         node_sh(state, "node0", f"mv /run/doctor-test/{name} {model}/{name}")
@@ -111,7 +111,7 @@ def test_doctor_explains_each_failure_on_its_node(broken):
     state = broken
     bundle = state["dir"] / "doctor.tar.gz"
     result = ascendctl("doctor", "-i", str(state["inv"]), "--since", "30m", "--bundle",
-                       str(bundle), "--json", timeout=600)
+                       str(bundle), "--json", timeout=1200)
     assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
     report = json.loads(result.stdout)
     found = findings_by(report)
@@ -137,7 +137,7 @@ def test_doctor_explains_each_failure_on_its_node(broken):
 
 
 def test_doctor_prints_node_line_cause_and_fix(broken):
-    result = ascendctl("doctor", "-i", str(broken["inv"]), "--since", "30m", timeout=600)
+    result = ascendctl("doctor", "-i", str(broken["inv"]), "--since", "30m", timeout=1200)
     assert result.returncode == 1
     out = result.stdout
     assert "DS-12 Port already in use — node0" in out
