@@ -62,19 +62,22 @@ class Switcher:
         self.ops_for = ops_for
         self.log = log or SwitchLog()
         self.become = become
+        self.step = "switch"          # the phase under way: names a node that drops out
 
     # -- remote helpers --------------------------------------------------------------
 
     def run(self, host: Host, argv: Sequence[Any], *, timeout: float = 120.0):
+        """One remote command; a node that cannot be reached fails the current step."""
         conn = self.conn_for(host.name)
-        return conn.exec(conn.become_command(quoting.join_argv(argv), self.become),
-                         timeout=timeout)
+        try:
+            return conn.exec(conn.become_command(quoting.join_argv(argv), self.become),
+                             timeout=timeout)
+        except ConnectError as err:
+            raise StepFailed(self.step, host.name, f"unreachable: {err}") from None
 
     def systemctl(self, host: Host, step: str, *args: str, timeout: float = 600.0) -> None:
-        try:
-            result = self.run(host, ["systemctl", *args], timeout=timeout)
-        except ConnectError as err:
-            raise StepFailed(step, host.name, str(err)) from None
+        self.step = step
+        result = self.run(host, ["systemctl", *args], timeout=timeout)
         if not result.ok:
             detail = (result.stderr.strip().splitlines() or [f"exit {result.exit_status}"])[-1]
             raise StepFailed(step, host.name, f"systemctl {' '.join(args)}: {detail}")
@@ -83,6 +86,11 @@ class Switcher:
         result = self.run(host, ["systemctl", "show", "-p", "ActiveState", "-p", "SubState",
                                  "-p", "NRestarts", "-p", "MainPID", "-p", "Result", unit],
                           timeout=30)
+        if not result.ok:
+            # No answer is not "still starting": the node may be going down.
+            detail = "timed out" if result.timed_out else \
+                (result.stderr.strip().splitlines() or [f"exit {result.exit_status}"])[-1]
+            raise StepFailed(self.step, host.name, f"cannot read {unit}: {detail}")
         values = dict(line.split("=", 1) for line in result.stdout.splitlines() if "=" in line)
         return {"active": values.get("ActiveState", "unknown"),
                 "sub": values.get("SubState", ""), "result": values.get("Result", ""),
@@ -94,7 +102,7 @@ class Switcher:
         try:
             result = self.run(host, ["journalctl", "-u", unit, "-n", str(lines), "--no-pager",
                                      "-o", "cat"], timeout=30)
-        except ConnectError:
+        except StepFailed:
             return ""
         text = [line.strip() for line in result.stdout.splitlines() if line.strip()]
         for line in reversed(text):
@@ -118,8 +126,6 @@ class Switcher:
                     future.result()
                 except StepFailed as err:
                     errors.append(err)
-                except ConnectError as err:
-                    errors.append(StepFailed("connect", host.name, str(err)))
             if errors:
                 raise errors[0]
 
@@ -128,6 +134,7 @@ class Switcher:
     def stop_engines(self, units: dict[str, tuple[str, ...]], step: str = "stop engines"
                      ) -> None:
         """Followers first, then the head (a head waiting on dead followers stops fast)."""
+        self.step = step
         for host in reversed(self.inv.hosts):
             for unit in reversed(units.get(host.name, ())):
                 self.log.note(f"stopping {unit} on {host.name}", node=host.name)
@@ -135,6 +142,7 @@ class Switcher:
 
     def install(self, target: SwitchTarget, step: str = "install units") -> dict[str, list[str]]:
         changed: dict[str, list[str]] = {}
+        self.step = step
 
         def one(host: Host) -> None:
             try:
@@ -170,10 +178,12 @@ class Switcher:
         coordination port). Not more: the head blocks on its peers before it finishes
         loading, so waiting for it to load would only push the followers past
         HCCL_CONNECT_TIMEOUT (the readiness gate proves the rest)."""
+        self.step = step
         port = self.coordination_port() if host.is_head else None
         deadline = time.monotonic() + RANK_START_WAIT_S
         active_since: Optional[float] = None
         initial_restarts: Optional[int] = None
+        first_pid = 0
         while True:
             state = self.unit_status(host, unit)
             if initial_restarts is None:
@@ -182,7 +192,11 @@ class Switcher:
                     state["restarts"] > initial_restarts or state["sub"] == "auto-restart":
                 raise StepFailed(step, host.name, f"{unit} {state['active']}"
                                  f"/{state['sub']}: {self.journal_tail(host, unit)}")
+            if first_pid and state["main_pid"] != first_pid:
+                raise StepFailed(step, host.name, f"{unit} was restarted (PID {first_pid} → "
+                                 f"{state['main_pid']}): the node rebooted or the engine died")
             if state["active"] == "active":
+                first_pid = first_pid or state["main_pid"]
                 active_since = active_since or time.monotonic()
                 if time.monotonic() - active_since >= SETTLE_S or \
                         (port is not None and self.listening(host, port)):
@@ -193,6 +207,8 @@ class Switcher:
             time.sleep(POLL_S)
 
     def start_side_units(self, target: SwitchTarget, changed: dict[str, list[str]]) -> None:
+        self.step = "start exporter and watchdog"
+
         def one(host: Host) -> None:
             for unit in target.side_units[host.name]:
                 verb = "restart" if unit in changed.get(host.name, ()) else "start"
@@ -204,6 +220,7 @@ class Switcher:
     def wait_ready(self, target: SwitchTarget, baseline: dict[str, dict[str, Any]],
                    step: str = "readiness") -> dict[str, Any]:
         """Every engine unit stays up (no restart) and the head really serves."""
+        self.step = step
         head = self.inv.head
         deadline = time.monotonic() + self.inv.serving.startup_timeout
         release = release_dir(self.inv.deploy.root, target.release_id)
@@ -232,10 +249,7 @@ class Switcher:
                        step: str) -> None:
         def one(host: Host) -> None:
             for unit in target.engine_units[host.name]:
-                try:
-                    state = self.unit_status(host, unit)
-                except ConnectError as err:
-                    raise StepFailed(step, host.name, str(err)) from None
+                state = self.unit_status(host, unit)
                 before = baseline.get(f"{host.name}/{unit}", {})
                 if state["active"] != "active" or \
                         state["restarts"] > before.get("restarts", 0) or \
@@ -253,13 +267,15 @@ class Switcher:
 
         def one(host: Host) -> None:
             conn = self.conn_for(host.name)
+            fresh = conn.failure is None and conn.is_open
             while True:
                 try:
-                    if conn.failure is not None or not conn.is_open:
+                    if not fresh:
                         conn.reconnect()
-                    if self.run(host, ["true"], timeout=30).ok:
+                    if conn.exec("true", timeout=30).ok:
                         return
                 except ConnectError as err:
+                    fresh = False
                     if time.monotonic() > deadline:
                         raise StepFailed(step, host.name, f"unreachable for "
                                          f"{budget_s:.0f}s: {err}") from None

@@ -252,7 +252,7 @@ class HostConnection:
             if self._closed or self._cancel.is_set():
                 raise ConnectError(self.name, ConnectKind.INTERRUPTED, "interrupted")
         try:
-            if self._fabric is not None and not self._fabric.is_connected:
+            if self._fabric is not None:   # possibly a dead transport not yet noticed
                 _close_quietly(self._fabric)
                 self._fabric = None
             self._failure = None
