@@ -84,9 +84,9 @@ def gather_jobs(inv, host_name: str) -> list[tuple[str, str]]:
     body = script[script.index("\nthrottle; run ") + 1:script.index("\nwait\n")]
     jobs = []
     for chunk in body.split("\nthrottle; run ")[0:]:
-        words = shlex.split(chunk.removeprefix("throttle; run "))   # NAME CMD &
-        assert len(words) == 3 and words[2] == "&", words
-        jobs.append((words[0], words[1].replace('"$NPUSMI"', NPUSMI).replace('"$HCCN"', HCCN)))
+        words = shlex.split(chunk.removeprefix("throttle; run "))   # SECTION FILE CMD &
+        assert len(words) == 4 and words[3] == "&", words
+        jobs.append((words[0], words[2].replace('"$NPUSMI"', NPUSMI).replace('"$HCCN"', HCCN)))
     return jobs
 
 
@@ -107,16 +107,16 @@ def write_ansible_playbooks(inv, size: int) -> tuple[Path, Path, dict[str, dict]
     host_vars: dict[str, dict] = {}
     ping_template = dfping_template = None
     for name, jobs in per_host.items():
-        # the script names sections with ":" turned into "_": ping_<port>_<ip>
-        pings = [j for j in jobs if j[0].startswith("ping_")]
-        dfpings = [j for j in jobs if j[0].startswith("dfping_")]
-        host_vars[name] = {"ping_targets": [[int(s.split("_")[1]), s.split("_", 2)[2]]
+        # ping:<port>:<ip>
+        pings = [j for j in jobs if j[0].startswith("ping:")]
+        dfpings = [j for j in jobs if j[0].startswith("dfping:")]
+        host_vars[name] = {"ping_targets": [[int(s.split(":")[1]), s.split(":", 2)[2]]
                                             for s, _ in pings]}
         if pings and ping_template is None:
             port, ip = host_vars[name]["ping_targets"][0]
             ping_template = _templated(pings[0][1], port, ip)
             dfping_template = _templated(dfpings[0][1], port, ip) if dfpings else None
-        rest = [j for j in jobs if not j[0].startswith(("ping_", "dfping_", "probes"))]
+        rest = [j for j in jobs if not j[0].startswith(("ping:", "dfping:", "probes"))]
         if not static:
             static = rest
         assert rest == static, f"{name}: the non-ping commands differ between hosts"
