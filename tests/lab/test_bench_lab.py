@@ -24,7 +24,9 @@ from junitparser import JUnitXml
 
 from tests.conftest import require_lab, unique_lab_name
 
-pytestmark = pytest.mark.lab
+# Waiting for engine slots on a shared machine and a deploy can take longer than the
+# default per-test timeout.
+pytestmark = [pytest.mark.lab, pytest.mark.timeout(5400)]
 
 API_KEY = "sk-lab-bench-" + "4c1d9e7f20a3b865"
 KEY_ENV = "ASCENDCTL_TEST_BENCH_KEY"

@@ -21,7 +21,9 @@ from test_bench_lab import (  # tests/lab is on sys.path, like tests/unit's help
     API_KEY, ROOT, ascendctl, node_sh, shared_deployment, wait_for_engine_slots,
 )
 
-pytestmark = pytest.mark.lab
+# Waiting for engine slots on a shared machine and a deploy can take longer than the
+# default per-test timeout.
+pytestmark = [pytest.mark.lab, pytest.mark.timeout(5400)]
 
 UNIT = "ascendctl-engine"
 DROPIN_DIR = f"/etc/systemd/system/{UNIT}.service.d"
