@@ -33,8 +33,8 @@ def run(*cmd: str) -> str:
     return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
 
 
-@pytest.mark.skipif(shutil.which("ip") is None, reason="iproute2 not installed")
 def test_ip_json_live_matches_sysfs():
+    assert shutil.which("ip"), "iproute2 not installed: scripts/bootstrap installs it"
     ifaces = parse_ip_json(run("ip", "-j", "addr", "show"))
     assert {i.name for i in ifaces} == set(os.listdir("/sys/class/net"))
     lo = next(i for i in ifaces if i.name == "lo")
@@ -77,8 +77,8 @@ def test_df_network_filesystems():
         parse_df("df: /nope: No such file or directory\n")
 
 
-@pytest.mark.skipif(shutil.which("ss") is None, reason="ss not installed")
 def test_ss_live_sees_a_listening_socket():
+    assert shutil.which("ss"), "ss not installed: scripts/bootstrap installs it"
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         s.listen()
@@ -96,8 +96,8 @@ def test_ss_formats():
     assert [(s.address, s.port, s.process) for s in socks] == [("::", 8000, "vllm"), ("0.0.0.0", 22, None)]
 
 
-@pytest.mark.skipif(shutil.which("lscpu") is None, reason="lscpu not installed")
 def test_lscpu_live_and_sysfs_agree():
+    assert shutil.which("lscpu"), "lscpu not installed: scripts/bootstrap installs it"
     topo = parse_lscpu_json(run("lscpu", "-J"))
     assert len(topo.online_cpus) == os.cpu_count()
     if os.path.isdir("/sys/devices/system/node/node0"):
