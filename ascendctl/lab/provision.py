@@ -48,7 +48,7 @@ HostKey /etc/ssh/ssh_host_ecdsa_key
 
 
 def wrapper(module: str) -> str:
-    return ("#!/usr/bin/python3 -I\n"
+    return ("#!/usr/bin/python3 -IS\n"
             "import sys\n"
             f"sys.path.insert(0, '/{NODE_SIM_LIB}')\n"
             f"from ascend_sim.{module} import main\n"

@@ -5,9 +5,6 @@ the node state file. Output strings follow the 910B hccn_tool source and capture
 
 from __future__ import annotations
 
-import json
-import re
-import subprocess
 import sys
 import time
 
@@ -151,23 +148,39 @@ def read_conf(path: str = HCCN_CONF) -> dict[str, str]:
         return {}
 
 
-def _ip_json(*args: str) -> list[dict]:
-    proc = subprocess.run(["ip", "-j", *args], capture_output=True, text=True)
-    if proc.returncode != 0:
-        return []
-    return json.loads(proc.stdout or "[]")
+SIOCGIFADDR, SIOCGIFNETMASK = 0x8915, 0x891B
+
+
+def _ipv4(ifname: str) -> tuple[str | None, int | None]:
+    """The interface's primary IPv4 address and prefix length (the kernel's, by ioctl)."""
+    import _socket     # socket.py would import enum (and re): too slow per call
+    import fcntl
+
+    request = ifname.encode()[:15].ljust(40, b"\0")    # struct ifreq
+    sock = _socket.socket(_socket.AF_INET, _socket.SOCK_DGRAM)
+    try:
+        address = fcntl.ioctl(sock.fileno(), SIOCGIFADDR, request)[20:24]
+        netmask = fcntl.ioctl(sock.fileno(), SIOCGIFNETMASK, request)[20:24]
+    except OSError:      # no IPv4 address on it
+        return None, None
+    finally:
+        sock.close()
+    return ".".join(map(str, address)), bin(int.from_bytes(netmask, "big")).count("1")
 
 
 def iface_info(ifname: str) -> dict | None:
-    data = _ip_json("addr", "show", "dev", ifname)
-    if not data:
+    """Link state, MTU, MAC and address of a real interface (None if it does not exist)."""
+    base = f"/sys/class/net/{ifname}"
+    try:
+        with open(f"{base}/operstate") as operstate, open(f"{base}/mtu") as mtu, \
+                open(f"{base}/address") as mac:
+            up, mtu_value, mac_value = (operstate.read().strip() == "up", int(mtu.read()),
+                                        mac.read().strip())
+    except (OSError, ValueError):
         return None
-    link = data[0]
-    addrs = [a for a in link.get("addr_info", []) if a.get("family") == "inet"]
-    return {"up": link.get("operstate") == "UP", "mtu": link.get("mtu"),
-            "address": addrs[0]["local"] if addrs else None,
-            "prefixlen": addrs[0]["prefixlen"] if addrs else None,
-            "mac": link.get("address")}
+    address, prefixlen = _ipv4(ifname)
+    return {"up": up, "mtu": mtu_value, "address": address, "prefixlen": prefixlen,
+            "mac": mac_value}
 
 
 def prefix_to_mask(prefixlen: int) -> str:
@@ -178,6 +191,9 @@ def prefix_to_mask(prefixlen: int) -> str:
 def real_ping(source: str | None, target: str, count: int = 3) -> list[float | None]:
     if not source:
         return [None] * count
+    import re
+    import subprocess
+
     proc = subprocess.run(["ping", "-n", "-c", str(count), "-i", "0.2", "-W", "1", "-I",
                            source, target], capture_output=True, text=True)
     times: list[float | None] = [None] * count
@@ -197,11 +213,6 @@ def net_health(npu: dict, info: dict | None, conf: dict[str, str], port: int) ->
     if not info or not info["up"] or not info["address"]:
         return "Fault"
     return "Success" if real_ping(info["address"], detect, 1)[0] is not None else "Receive timeout"
-
-
-def _major(version: str) -> int:
-    match = re.match(r"(\d+)", version)
-    return int(match.group(1)) if match else 0
 
 
 def run(argv: list[str], state: dict) -> tuple[int, str]:
@@ -255,7 +266,7 @@ def run(argv: list[str], state: dict) -> tuple[int, str]:
     if option == "-link_stat":
         records = state.get("link_history", {}).get(str(dev), [])
         return 0, fmt_link_stat(dev, time.time(), records,
-                                _major(state["driver"].get("Version", "0")) >= 25)
+                                st.major_version(state["driver"].get("Version", "0")) >= 25)
     return 1, f"Invalid option {option}.\n" + USAGE
 
 

@@ -5,7 +5,6 @@ outputs. Layout rules come from real captures (see docs/lab.md for the list)."""
 from __future__ import annotations
 
 import os
-import re
 import sys
 
 from . import state as st
@@ -46,11 +45,6 @@ Options:
 
 def kv(key: str, value: object) -> str:
     return f"\t{key:<30} : {value}"
-
-
-def _major(version: str) -> int:
-    match = re.match(r"(\d+)", version)
-    return int(match.group(1)) if match else 0
 
 
 def process_name(pid: int, proc_root: str = "/proc") -> str | None:
@@ -202,7 +196,7 @@ def render_usages(state: dict, npu: dict, procs: list[dict]) -> str:
         kv("DDR Bandwidth Usage Rate(%)", 0),
         kv("HBM Bandwidth Usage Rate(%)", 0),
     ]
-    if _major(state["npu_smi_version"]) >= 25:
+    if st.major_version(state["npu_smi_version"]) >= 25:
         lines += [kv("NPU Utilization(%)", npu["aicore_usage"]), kv("Aicube Usage Rate(%)", 0)]
     lines.append(kv("Chip ID", 0))
     return "\n".join(lines) + "\n"

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-import copy
-import hashlib
-import json
+import marshal
 import os
-import tempfile
+
+# The simulated tools run once per call (a gather makes ~100 calls per node), so their
+# start-up is kept small: json (which pulls in re) only when the state changed since the
+# last call, otherwise the state comes from a marshal copy; hashlib, tempfile and copy are
+# imported where used.
 
 STATE_PATH = os.environ.get("ASCEND_SIM_STATE", "/etc/ascend-sim/state.json")
 SCHEMA = 1
@@ -74,6 +76,8 @@ WARNING_ERROR_INFO = ["node type=HBM, sensor type=Memory, event state=single bit
 
 
 def _seeded(seed: str, n: int) -> list[int]:
+    import hashlib
+
     digest = hashlib.sha256(seed.encode()).digest()
     while len(digest) < n * 4:
         digest += hashlib.sha256(digest).digest()
@@ -136,12 +140,44 @@ def default_state(*, node: str = "node0", chip: str = "910B3", npus: int = 8,
     }
 
 
+def major_version(version: str) -> int:
+    """The leading number of a version string ("25.2.0" -> 25; none -> 0)."""
+    digits = len(version) - len(version.lstrip("0123456789"))
+    return int(version[:digits]) if digits else 0
+
+
 def load(path: str | None = None) -> dict:
-    with open(path or STATE_PATH) as handle:
-        return json.load(handle)
+    """The node state: state.json, through a marshal copy (state.json.marshal) kept next
+    to it and trusted only while state.json's inode, size and mtime are unchanged."""
+    path = path or STATE_PATH
+    cache = path + ".marshal"
+    source = os.stat(path)
+    stamp = (source.st_ino, source.st_size, source.st_mtime_ns)
+    try:
+        with open(cache, "rb") as handle:
+            cached_stamp, state = marshal.load(handle)
+        if tuple(cached_stamp) == stamp:
+            return state
+    except (OSError, EOFError, ValueError, TypeError):
+        pass
+    import json
+
+    with open(path) as handle:
+        state = json.load(handle)
+    try:
+        partial = f"{cache}.{os.getpid()}"
+        with open(partial, "wb") as handle:
+            marshal.dump((stamp, state), handle)
+        os.replace(partial, cache)
+    except OSError:
+        pass    # a read-only state directory: every call parses the JSON
+    return state
 
 
 def save(state: dict, path: str | None = None) -> None:
+    import json
+    import tempfile
+
     target = path or STATE_PATH
     directory = os.path.dirname(target) or "."
     os.makedirs(directory, exist_ok=True)
@@ -158,4 +194,6 @@ def visible(state: dict) -> list[dict]:
 
 
 def clone(state: dict) -> dict:
+    import copy
+
     return copy.deepcopy(state)
