@@ -27,7 +27,7 @@ bench/results/ (gitignored). Ansible comes from bench_play_vs_ansible.py's helpe
 (ansible-core from PyPI in bench/.venv-ansible).
 
 On this machine every lab node shares the same 2 CPUs and the simulated npu-smi /
-hccn_tool are Python programs (~40 ms of CPU each): the node-side work of N nodes adds
+hccn_tool are Python programs (~11 ms of CPU each): the node-side work of N nodes adds
 up, so wall time grows with N even though the controller's part (connect, parse, check)
 stays flat. The table shows both: the wall time and the controller's share of it.
 """

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
 from ascendctl.benchmark.run import BenchReport
 from ascendctl.benchmark.slo import FAIL
+from ascendctl.fileio import write_atomic
 
 
 def _fmt(value: Any, digits: int = 2) -> str:
@@ -78,9 +77,4 @@ def junit_xml(report: BenchReport) -> bytes:
 
 
 def write_junit(report: BenchReport, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(junit_xml(report))
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
+    write_atomic(path, junit_xml(report), 0o644)

@@ -13,20 +13,18 @@ import secrets as token_source
 import socket
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable, Optional
 
 from ascendctl.benchmark.figures import BenchFigures, parse_result
-from ascendctl.benchmark.nodescript import NodeScriptError, call_node_script
 from ascendctl.benchmark.settings import (
     BenchSettings, bench_argv, bench_executable, npus_serving, validate,
 )
 from ascendctl.benchmark.slo import Verdict, evaluate
 from ascendctl.errors import AscendctlError
 from ascendctl.exitcodes import Exit
+from ascendctl.transport.nodecall import NodeCallError, call_node
 from ascendctl.inventory import Inventory
 
-NODE_SCRIPT = Path(__file__).with_name("node_bench.py")
 QUICK_TIMEOUT_S = 60.0
 
 
@@ -61,18 +59,15 @@ def make_stamp(now: float | None = None) -> str:
 
 
 class HeadNode:
-    """node_bench.py operations on the head, over one connection."""
+    """runtime bench_node.py operations on the head, over one connection."""
 
     def __init__(self, inv: Inventory, conn: Any):
         self.inv, self.conn = inv, conn
-        self.source = NODE_SCRIPT.read_bytes()
 
     def call(self, op: str, timeout: float = QUICK_TIMEOUT_S, **kwargs: Any) -> dict[str, Any]:
-        return call_node_script(self.conn, node=self.inv.head.name,
-                                python=self.inv.deploy.python, source=self.source,
-                                name="ascendctl_bench_node.py", op=op,
-                                kwargs={"root": self.inv.deploy.root, **kwargs},
-                                timeout=timeout)
+        return call_node(self.conn, node=self.inv.head.name, python=self.inv.deploy.python,
+                         entry="bench_node", timeout=timeout,
+                         request={"op": op, "kwargs": {"root": self.inv.deploy.root, **kwargs}})
 
 
 def run_bench(inv: Inventory, settings: BenchSettings, conn: Any,
@@ -82,7 +77,7 @@ def run_bench(inv: Inventory, settings: BenchSettings, conn: Any,
     executable = bench_executable(inv)
     try:
         where = head.call("locate", bench=executable)
-    except NodeScriptError as err:
+    except NodeCallError as err:
         raise AscendctlError(str(err)) from None
     if not where.get("release"):
         raise AscendctlError(f"{inv.head.name}: nothing is deployed ({inv.deploy.root}/current "

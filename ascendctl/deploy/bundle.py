@@ -42,7 +42,3 @@ def runtime_module(name: str) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-def runtime_source(name: str) -> bytes:
-    return (runtime_dir() / f"{name}.py").read_bytes()

@@ -1,26 +1,22 @@
 """Release bookkeeping on one node, over its persistent SSH connection.
 
-Each call is one remote execution: the node's Python reads release_ops.py and the call
-(JSON) from stdin. No value from the inventory passes through a shell.
+Each call is one remote execution of runtime/ascendctl_runtime/release_ops.py, shipped
+with the call on stdin (ascendctl/transport/nodecall.py). No value from the inventory
+passes through a shell.
 """
 
 from __future__ import annotations
 
 import base64
-import json
 from collections.abc import Sequence
 from typing import Any
 
-from ascendctl.deploy.bundle import runtime_module, runtime_source
-from ascendctl.errors import AscendctlError
 from ascendctl.render.files import RenderedFile
-from ascendctl.transport import quoting
+from ascendctl.transport.nodecall import NodeCallError, call_node
 
 
-class NodeOpError(AscendctlError):
-    def __init__(self, node: str, op: str, message: str):
-        super().__init__(f"{node}: {op}: {message}")
-        self.node, self.op = node, op
+class NodeOpError(NodeCallError):
+    """A release operation failed on a node."""
 
 
 class NodeOps:
@@ -30,23 +26,9 @@ class NodeOps:
         self.python, self.become, self.timeout = python, become, timeout
 
     def call(self, op: str, **kwargs: Any) -> dict[str, Any]:
-        bootstrap = runtime_module("release_ops").BOOTSTRAP
-        command = quoting.join_argv([self.python, "-c", bootstrap])
-        payload = json.dumps({"op": op, "root": self.root, "kwargs": kwargs}).encode()
-        result = self.conn.exec(self.conn.become_command(command, self.become),
-                                stdin=runtime_source("release_ops") + b"\0" + payload,
-                                timeout=self.timeout)
-        lines = result.stdout.strip().splitlines()
-        try:
-            answer = json.loads(lines[-1]) if lines else None
-        except ValueError:
-            answer = None
-        if not isinstance(answer, dict):
-            detail = (result.stderr.strip().splitlines() or [f"exit {result.exit_status}"])[-1]
-            raise NodeOpError(self.node, op, detail[:400])
-        if "error" in answer:
-            raise NodeOpError(self.node, op, str(answer["error"])[:400])
-        return answer
+        return call_node(self.conn, node=self.node, python=self.python, entry="release_ops",
+                         request={"op": op, "root": self.root, "kwargs": kwargs},
+                         timeout=self.timeout, become=self.become, error=NodeOpError)
 
     def state(self, units: Sequence[str], *, ip: str | None = None) -> dict[str, Any]:
         return self.call("state", units=list(units), ip=ip)

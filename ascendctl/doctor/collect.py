@@ -1,18 +1,16 @@
-"""Collect from every node at once: one remote run of node_collect.py per node."""
+"""Collect from every node at once: one remote run of the runtime doctor_node.py per node."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Optional
 
-from ascendctl.benchmark.nodescript import NodeScriptError, call_node_script
 from ascendctl.deploy.release import ALL_UNITS
 from ascendctl.errors import InputError
 from ascendctl.inventory import Inventory
+from ascendctl.transport.nodecall import NodeCallError, call_node
 
-NODE_SCRIPT = Path(__file__).with_name("node_collect.py")
 SINCE_RE = re.compile(r"^\s*(\d+)\s*([smhdw]?)\s*$")
 UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 COLLECT_TIMEOUT_S = 300.0
@@ -44,14 +42,13 @@ class NodeCollection:
 
 def collect(inv: Inventory, pool: Any, since_s: int) -> list[NodeCollection]:
     """Every node's logs and state (in rank order); unreachable nodes are recorded."""
-    source = NODE_SCRIPT.read_bytes()
     kwargs = {"root": inv.deploy.root, "units": list(ALL_UNITS), "since_s": since_s,
               "ports": inv.cluster.npus_per_node}
 
     def one(conn: Any) -> dict[str, Any]:
-        return call_node_script(conn, node=conn.name, python=inv.deploy.python,
-                                source=source, name="ascendctl_doctor_node.py",
-                                op="collect", kwargs=kwargs, timeout=COLLECT_TIMEOUT_S)
+        return call_node(conn, node=conn.name, python=inv.deploy.python, entry="doctor_node",
+                         request={"op": "collect", "kwargs": kwargs},
+                         timeout=COLLECT_TIMEOUT_S)
 
     results = pool.map(one)
     collections = []
@@ -75,4 +72,4 @@ def collect(inv: Inventory, pool: Any, since_s: int) -> list[NodeCollection]:
     return collections
 
 
-__all__ = ["NodeCollection", "NodeScriptError", "collect", "parse_since"]
+__all__ = ["NodeCollection", "NodeCallError", "collect", "parse_since"]

@@ -6,11 +6,11 @@ On a terminal the console is Rich with colour; piped, the same lines come out pl
 from __future__ import annotations
 
 import os
-import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ascendctl.fileio import write_atomic
 from ascendctl.playbook.results import RunReport, TaskHostResult, TaskReport
 
 if TYPE_CHECKING:
@@ -203,10 +203,4 @@ def _details(res: TaskHostResult) -> str:
 
 
 def write_junit(report: RunReport, path: str | os.PathLike[str]) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(junit_xml(report))
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
+    write_atomic(path, junit_xml(report), 0o644)

@@ -9,11 +9,11 @@ that says why.
 from __future__ import annotations
 
 import os
-import tempfile
 import xml.etree.ElementTree as ET
 from itertools import groupby
-from pathlib import Path
 from typing import Any
+
+from ascendctl.fileio import write_atomic
 
 
 def junit_xml(report: dict[str, Any]) -> bytes:
@@ -70,10 +70,4 @@ def _body(r: dict[str, Any]) -> str:
 
 
 def write_junit(report: dict[str, Any], path: str | os.PathLike[str]) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(junit_xml(report))
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
+    write_atomic(path, junit_xml(report), 0o644)

@@ -1,9 +1,10 @@
 """Release bookkeeping on a node (stage, install units, switch, history, lock, prune) and
 its live status (units, NPUs, RoCE links, the engine's metrics).
 
-The controller sends this module's source and the call (one JSON object) on stdin to
-the node's Python (see BOOTSTRAP), so it works before any release exists and no value
-ever passes through a shell; each call prints one JSON object. Layout under ROOT (the inventory's deploy.root):
+The controller ships this module (with nodeutil) and the call (one JSON object) on stdin
+to the node's Python (ascendctl/transport/nodecall.py), so it works before any release
+exists and no value ever passes through a shell; each call prints one JSON object.
+Layout under ROOT (the inventory's deploy.root):
 
     releases/<id>/...          the release's files (content-addressed id)
     releases/<id>/.status      staged | active | failed | superseded
@@ -23,9 +24,10 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from typing import Any, Optional
+
+from ascendctl_runtime.nodeutil import write_atomic
 
 UNIT_DIR = "/etc/systemd/system"
 STATUS_FILE = ".status"
@@ -46,23 +48,6 @@ def _read(path: str) -> Optional[bytes]:
             return handle.read()
     except (FileNotFoundError, NotADirectoryError):
         return None
-
-
-def _write_atomic(path: str, data: bytes, mode: int) -> None:
-    directory = os.path.dirname(path)
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
-    try:
-        os.fchmod(fd, mode)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def _releases_dir(root: str) -> str:
@@ -89,7 +74,7 @@ def _status(root: str, release_id: str) -> str:
 
 
 def _set_status(root: str, release_id: str, status: str) -> None:
-    _write_atomic(os.path.join(_release_dir(root, release_id), STATUS_FILE),
+    write_atomic(os.path.join(_release_dir(root, release_id), STATUS_FILE),
                   (status + "\n").encode(), 0o644)
 
 
@@ -225,9 +210,9 @@ def op_stage(root: str, release_id: str, files: list[dict[str, Any]], meta: dict
     staging = os.path.join(_releases_dir(root), f".staging-{release_id}-{os.getpid()}")
     shutil.rmtree(staging, ignore_errors=True)
     for path, (data, mode, _secret) in wanted.items():
-        _write_atomic(os.path.join(staging, path), data, mode)
-    _write_atomic(os.path.join(staging, STATUS_FILE), b"staged\n", 0o644)
-    _write_atomic(os.path.join(staging, META_FILE),
+        write_atomic(os.path.join(staging, path), data, mode)
+    write_atomic(os.path.join(staging, STATUS_FILE), b"staged\n", 0o644)
+    write_atomic(os.path.join(staging, META_FILE),
                   (json.dumps(meta, sort_keys=True) + "\n").encode(), 0o644)
     if exists:
         # Same id, different bytes: a half-written or tampered release. Replace its files,
@@ -260,7 +245,7 @@ def op_install_units(root: str, release_id: str, units: list[str], check: bool
         if _read(os.path.join(UNIT_DIR, unit)) != data:
             changed.append(unit)
             if not check:
-                _write_atomic(os.path.join(UNIT_DIR, unit), data, 0o644)
+                write_atomic(os.path.join(UNIT_DIR, unit), data, 0o644)
     if changed and not check:
         subprocess.run(["systemctl", "daemon-reload"], check=True)
     return {"changed": changed}
@@ -376,9 +361,9 @@ def op_lock(root: str, action: str, holder: dict[str, Any], stale_after: float,
             info = _lock_info(root) or {}
             age = info.get("heartbeat_age_s", 0.0)
             return {"acquired": False, "holder": info, "stale": age > stale_after}
-        _write_atomic(os.path.join(lock, "holder.json"),
+        write_atomic(os.path.join(lock, "holder.json"),
                       (json.dumps(holder, sort_keys=True) + "\n").encode(), 0o644)
-        _write_atomic(os.path.join(lock, "heartbeat"), b"", 0o644)
+        write_atomic(os.path.join(lock, "heartbeat"), b"", 0o644)
         return {"acquired": True}
     info = _lock_info(root)
     mine = info is not None and info.get("token") == holder.get("token")
@@ -454,16 +439,6 @@ OPERATIONS = {
     "switch": op_switch, "mark": op_mark, "history": op_history, "prune": op_prune,
     "lock": op_lock, "status": op_status,
 }
-
-
-# `python3 -c BOOTSTRAP` reads "<this source>\0<call json>" from stdin and runs the call.
-BOOTSTRAP = (
-    "import sys\n"
-    "source, call = sys.stdin.buffer.read().split(b'\\0', 1)\n"
-    "namespace = {'__name__': 'ascendctl_release_ops'}\n"
-    "exec(compile(source, 'ascendctl_release_ops.py', 'exec'), namespace)\n"
-    "sys.exit(namespace['run_call'](call))\n"
-)
 
 
 def call(op: str, root: str, **kwargs: Any) -> dict[str, Any]:

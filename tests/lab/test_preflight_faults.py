@@ -6,7 +6,6 @@ One lab for the whole table."""
 from __future__ import annotations
 
 import json
-import time
 from importlib import resources
 
 import jsonschema

@@ -9,17 +9,15 @@ import os
 import subprocess
 import sys
 
-from ascendctl.benchmark.nodescript import BOOTSTRAP
-from ascendctl.benchmark.run import NODE_SCRIPT
+from ascendctl.transport.nodecall import BOOTSTRAP, call_stdin
 from ascendctl.render.envfile import format_env_file
 
 RELEASE = "r-0123456789ab"
 
 
 def call(op: str, **kwargs) -> dict:
-    done = subprocess.run([sys.executable, "-c", BOOTSTRAP, "ascendctl_bench_node.py"],
-                          input=NODE_SCRIPT.read_bytes() + b"\0" +
-                          json.dumps({"op": op, "kwargs": kwargs}).encode(),
+    done = subprocess.run([sys.executable, "-I", "-c", BOOTSTRAP],
+                          input=call_stdin("bench_node", {"op": op, "kwargs": kwargs}),
                           capture_output=True, timeout=60)
     return json.loads(done.stdout.decode().strip().splitlines()[-1])
 

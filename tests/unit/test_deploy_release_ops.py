@@ -15,7 +15,8 @@ import time
 
 import pytest
 
-from ascendctl.deploy.bundle import runtime_module, runtime_source
+from ascendctl.deploy.bundle import runtime_module
+from ascendctl.transport.nodecall import BOOTSTRAP, call_stdin
 
 ops = runtime_module("release_ops")
 
@@ -119,18 +120,18 @@ def test_lock_is_exclusive_names_holder_and_detects_stale(tmp_path):
 
 
 def test_bootstrap_runs_the_shipped_source_from_stdin(tmp_path):
-    payload = json.dumps({"op": "history", "root": str(tmp_path),
-                          "kwargs": {"event": {"event": "x; $(touch /tmp/never)"}}}).encode()
-    result = subprocess.run([sys.executable, "-c", ops.BOOTSTRAP],
-                            input=runtime_source("release_ops") + b"\0" + payload,
+    payload = {"op": "history", "root": str(tmp_path),
+               "kwargs": {"event": {"event": "x; $(touch /tmp/never)"}}}
+    result = subprocess.run([sys.executable, "-I", "-c", BOOTSTRAP],
+                            input=call_stdin("release_ops", payload),
                             capture_output=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == {"changed": True}
     assert ops.read_history(str(tmp_path), 5)[0]["event"] == "x; $(touch /tmp/never)"
-    bad = json.dumps({"op": "switch", "root": str(tmp_path),
-                      "kwargs": {"release_id": "r-x", "check": False}}).encode()
-    result = subprocess.run([sys.executable, "-c", ops.BOOTSTRAP],
-                            input=runtime_source("release_ops") + b"\0" + bad,
+    bad = {"op": "switch", "root": str(tmp_path),
+           "kwargs": {"release_id": "r-x", "check": False}}
+    result = subprocess.run([sys.executable, "-I", "-c", BOOTSTRAP],
+                            input=call_stdin("release_ops", bad),
                             capture_output=True, timeout=60)
     assert result.returncode == 1 and "not on this node" in json.loads(result.stdout)["error"]
 

@@ -9,9 +9,8 @@ import os
 import subprocess
 import sys
 
-from ascendctl.benchmark.nodescript import BOOTSTRAP
-from ascendctl.doctor import node_collect
-from ascendctl.doctor.collect import NODE_SCRIPT
+from ascendctl.transport.nodecall import BOOTSTRAP, call_stdin
+from ascendctl_runtime import doctor_node as node_collect
 from ascendctl.render.envfile import format_env_file
 
 KEY_A = "sk-old-" + "a1b2c3d4e5f60718"
@@ -61,9 +60,8 @@ def test_redact_removes_values_and_key_shaped_arguments():
 
 def run_node_script(payload: dict) -> dict:
     """The same bootstrap the controller sends over SSH, run with this Python."""
-    source = NODE_SCRIPT.read_bytes()
-    done = subprocess.run([sys.executable, "-c", BOOTSTRAP, "ascendctl_doctor_node.py"],
-                          input=source + b"\0" + json.dumps(payload).encode(),
+    done = subprocess.run([sys.executable, "-I", "-c", BOOTSTRAP],
+                          input=call_stdin("doctor_node", payload),
                           capture_output=True, timeout=180)
     return json.loads(done.stdout.decode().strip().splitlines()[-1])
 

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from ascendctl.errors import InputError
 from ascendctl.render import render_release
 from ascendctl.render.engine import data_parallel_ranks
-from ascendctl.render.envfile import format_env_file, parse_env_file
+from ascendctl.render.envfile import format_env_file
+from ascendctl_runtime.nodeutil import parse_env_file   # what the node reads back
 from ascendctl.render.timeouts import RANK_START_WAIT_S, check_timeouts
 from tests.unit.test_plan_inventories import make_inventory, model, serving, set_nodes
 from tests.unit.test_plan_model import TINY_QWEN3

@@ -1,6 +1,6 @@
 """The head node's half of `ascendctl bench` (standard library only; sent over SSH).
 
-Operations (each one JSON call, one JSON answer; see ascendctl/benchmark/nodescript.py):
+Operations (each one JSON call, one JSON answer; shipped by ascendctl/transport/nodecall.py):
 
     locate   the serving release (`current`), its model directory, whether the bench
              executable exists and whether the release has an API key
@@ -22,10 +22,11 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from typing import Any, Optional
+
+from ascendctl_runtime.nodeutil import answer_call, parse_env_file, write_atomic
 
 SECRET_KEYS = ("VLLM_API_KEY",)
 STAMP_RE = re.compile(r"^[0-9]{8}T[0-9]{6}Z(-[0-9a-f]{4})?$")
@@ -50,21 +51,6 @@ def _bench_dir(root: str, release: str) -> str:
     if not ID_RE.match(release):
         raise ValueError(f"bad release id {release!r}")
     return os.path.join(root, "bench", release)
-
-
-def parse_env_file(text: str) -> dict[str, str]:
-    """systemd EnvironmentFile lines as ascendctl writes them (double-quoted values)."""
-    values: dict[str, str] = {}
-    for raw in text.split("\n"):
-        line = raw.strip()
-        if not line or line.startswith(("#", ";")) or "=" not in line:
-            continue
-        key, _, value = line.partition("=")
-        value = value.strip()
-        if len(value) >= 2 and value[0] == value[-1] == '"':
-            value = re.sub(r'\\(["\\`$])', r"\1", value[1:-1])
-        values[key.strip()] = value
-    return values
 
 
 def _secrets(release_dir: str) -> dict[str, str]:
@@ -145,21 +131,6 @@ def op_run(root: str, release: str, argv: list[str], stamp: str, limit_s: float
             "result_path": path if result is not None else None}
 
 
-def _write_atomic(path: str, data: bytes, mode: int = 0o644) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=os.path.dirname(path))
-    try:
-        os.fchmod(fd, mode)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def op_store(root: str, release: str, stamp: str, record: dict[str, Any],
              event: dict[str, Any]) -> dict[str, Any]:
     if not STAMP_RE.match(stamp):
@@ -167,7 +138,7 @@ def op_store(root: str, release: str, stamp: str, record: dict[str, Any],
     out_dir = _bench_dir(root, release)
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, f"{stamp}.json")
-    _write_atomic(path, (json.dumps(record, indent=1, sort_keys=True) + "\n").encode())
+    write_atomic(path, (json.dumps(record, indent=1, sort_keys=True) + "\n").encode())
     with open(os.path.join(root, "history.jsonl"), "a", encoding="utf-8") as handle:
         handle.write(json.dumps({**event, "file": path}, sort_keys=True) + "\n")
         handle.flush()
@@ -206,15 +177,4 @@ OPERATIONS = {"locate": op_locate, "run": op_run, "store": op_store, "list": op_
 
 
 def run_call(payload: bytes) -> int:
-    request = json.loads(payload)
-    try:
-        result = OPERATIONS[request["op"]](**request.get("kwargs", {}))
-    except (OSError, ValueError, TypeError, KeyError) as err:
-        print(json.dumps({"error": f"{type(err).__name__}: {err}"}))
-        return 1
-    print(json.dumps(result))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(run_call(sys.stdin.buffer.read()))
+    return answer_call(payload, OPERATIONS)

@@ -22,10 +22,11 @@ import os
 import re
 import socket
 import subprocess
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Optional
+
+from ascendctl_runtime.nodeutil import answer_call, parse_env_file, tail_file
 
 REDACTED = "[REDACTED]"
 SECRET_FILE = "secrets.env"
@@ -61,30 +62,6 @@ def _read(path: str, limit: int = 4_000_000) -> Optional[str]:
             return handle.read(limit).decode("utf-8", "replace")
     except OSError:
         return None
-
-
-def _tail_file(path: str, lines: int, max_bytes: int) -> str:
-    with open(path, "rb") as handle:
-        handle.seek(0, os.SEEK_END)
-        size = handle.tell()
-        handle.seek(max(0, size - max_bytes))
-        data = handle.read().decode("utf-8", "replace")
-    kept = data.splitlines()[-lines:]
-    return "\n".join(kept) + ("\n" if kept else "")
-
-
-def parse_env_file(text: str) -> dict[str, str]:
-    values: dict[str, str] = {}
-    for raw in text.split("\n"):
-        line = raw.strip()
-        if not line or line.startswith(("#", ";")) or "=" not in line:
-            continue
-        key, _, value = line.partition("=")
-        value = value.strip()
-        if len(value) >= 2 and value[0] == value[-1] == '"':
-            value = re.sub(r'\\(["\\`$])', r"\1", value[1:-1])
-        values[key.strip()] = value
-    return values
 
 
 def _current(root: str) -> Optional[str]:
@@ -196,7 +173,7 @@ class Collector:
             for _mtime, path in found[:max_files]:
                 rel = os.path.relpath(path, base)
                 try:
-                    self.add(f"plog/{label}/{rel}", _tail_file(path, self.max_lines, 4_000_000))
+                    self.add(f"plog/{label}/{rel}", tail_file(path, self.max_lines, 4_000_000))
                 except OSError as err:
                     self.notes.append(f"{path}: {err.strerror}")
 
@@ -286,15 +263,4 @@ OPERATIONS = {"collect": op_collect}
 
 
 def run_call(payload: bytes) -> int:
-    request = json.loads(payload)
-    try:
-        result = OPERATIONS[request["op"]](**request.get("kwargs", {}))
-    except (OSError, ValueError, TypeError, KeyError) as err:
-        print(json.dumps({"error": f"{type(err).__name__}: {err}"}))
-        return 1
-    print(json.dumps(result))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(run_call(sys.stdin.buffer.read()))
+    return answer_call(payload, OPERATIONS)
