@@ -7,9 +7,16 @@ systemd-nspawn, ...); with ASCENDCTL_REQUIRE_LAB=1 (set by .ci/run) that is a fa
 from __future__ import annotations
 
 import os
+import signal
 import uuid
 
 import pytest
+
+# A shell starts background jobs (`.ci/run &`, nohup) with SIGINT ignored, and Python then
+# never installs its Ctrl-C handler: the tests of what Ctrl-C does would test nothing. Give
+# this process (and, through exec, the commands it starts) Ctrl-C back.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def require_lab() -> None:

@@ -29,15 +29,16 @@ UNIT = "ascendctl-engine"
 DROPIN_DIR = f"/etc/systemd/system/{UNIT}.service.d"
 
 # Start the engine unit and wait until its main process has exited once (it fails), then
-# stop it (Restart=always would start it again). Prints the journal since the start.
+# stop it (Restart=always would start it again). Prints the journal since the start. The
+# journal cursor (not a time) marks the start: a previous run's exit may share its second.
 RUN_UNTIL_EXIT = f"""
-S=$(date +%s); systemctl start {UNIT}
+C=$(journalctl -n 0 --show-cursor -q | sed -n 's/^-- cursor: //p'); systemctl start {UNIT}
 for i in $(seq 900); do
-  journalctl -u {UNIT} --since @$S -o cat | grep -q 'Main process exited' && break
+  journalctl -u {UNIT} --after-cursor "$C" -o cat | grep -q 'Main process exited' && break
   sleep 1
 done
 systemctl stop {UNIT}
-journalctl -u {UNIT} --since @$S -o cat --no-pager | tail -n 400
+journalctl -u {UNIT} --after-cursor "$C" -o cat --no-pager | tail -n 400
 """
 
 

@@ -9,9 +9,11 @@ hostile inventory values are never executed (a canary proves it).
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
+import threading
 import urllib.request
 import uuid
 from pathlib import Path
@@ -297,15 +299,26 @@ def test_ctrl_c_stops_the_run_and_reports_what_ran(lab, tmp_path):
     inventory = write_inventory(lab, tmp_path / "inv.yaml")
     proc = subprocess.Popen([sys.executable, "-m", "ascendctl", "play", str(book), "-i",
                              str(inventory)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                            text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
+    reader.start()
     try:
-        time.sleep(4)          # start-up, connect, the quick task; now inside `sleep 60`
+        # wait (however loaded the machine is) until every node is inside `sleep 60`
+        deadline = time.monotonic() + 120
+        while not any("TASK [slow]" in line for line in lines):
+            assert time.monotonic() < deadline and proc.poll() is None, "".join(lines)
+            time.sleep(0.1)
+        time.sleep(1)
         started = time.monotonic()
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=20)
+        proc.wait(timeout=20)
+        reader.join(timeout=10)
+        err = proc.stderr.read()
     finally:
         if proc.poll() is None:
             proc.kill()
+    out = "".join(lines)
     assert time.monotonic() - started < 10
     assert proc.returncode == 130, err
     assert "TASK [quick]" in out and "never reached" not in out
