@@ -135,8 +135,12 @@ RECAP_RE = re.compile(r"^(\S+)\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+
                       r"failed=(\d+)", re.M)
 
 
-def run_ansible(playbook_bin: Path, book: Path, inventory: Path, env_extra: dict[str, str],
-                nodes: list[str]) -> float:
+def timed_ansible_playbook(playbook_bin: Path, book: Path, inventory: Path,
+                           env_extra: dict[str, str], nodes: list[str], timeout: float = 900
+                           ) -> tuple[float, dict[str, tuple[int, int, int]]]:
+    """Wall time of one ansible-playbook run (its own ControlMaster directory, closed
+    after) and its recap {node: (ok, unreachable, failed)}; stops the bench when a node
+    failed or was unreachable."""
     control_dir = Path(tempfile.mkdtemp(prefix="cp-", dir=ANSIBLE_HOME))
     env = dict(os.environ, ANSIBLE_HOME=str(ANSIBLE_HOME),
                ANSIBLE_LOCAL_TEMP=str(ANSIBLE_HOME / "tmp"),
@@ -146,19 +150,24 @@ def run_ansible(playbook_bin: Path, book: Path, inventory: Path, env_extra: dict
     try:
         started = time.monotonic()
         proc = subprocess.run([str(playbook_bin), "-i", str(inventory), str(book)],
-                              capture_output=True, text=True, timeout=900, env=env,
+                              capture_output=True, text=True, timeout=timeout, env=env,
                               cwd=ANSIBLE_HOME)
         elapsed = time.monotonic() - started
     finally:
         close_control_masters(control_dir)
-    if proc.returncode != 0:
-        raise SystemExit(f"ansible-playbook failed ({proc.returncode}):\n{proc.stdout[-3000:]}"
-                         f"\n{proc.stderr[-2000:]}")
     recap = {m.group(1): (int(m.group(2)), int(m.group(4)), int(m.group(5)))
              for m in RECAP_RE.finditer(proc.stdout)}
+    if proc.returncode != 0 or any(recap.get(n, (0, 1, 1))[1:] != (0, 0) for n in nodes):
+        raise SystemExit(f"ansible-playbook failed ({proc.returncode}):\n{proc.stdout[-3000:]}"
+                         f"\n{proc.stderr[-2000:]}")
+    return elapsed, recap
+
+
+def run_ansible(playbook_bin: Path, book: Path, inventory: Path, env_extra: dict[str, str],
+                nodes: list[str]) -> float:
+    elapsed, recap = timed_ansible_playbook(playbook_bin, book, inventory, env_extra, nodes)
     for node in nodes:
-        ok, unreachable, failed = recap.get(node, (0, 1, 1))
-        if ok < len(READ_ONLY_COMMANDS) or unreachable or failed:
+        if recap[node][0] < len(READ_ONLY_COMMANDS):
             raise SystemExit(f"ansible-playbook: {node} did not run all commands: {recap}")
     return elapsed
 

@@ -42,7 +42,6 @@ import shlex
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -51,8 +50,8 @@ REPO = BENCH.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(BENCH))
 
-from bench_play_vs_ansible import (  # noqa: E402  (reused: install, inventory, masters)
-    ANSIBLE_HOME, close_control_masters, ensure_ansible, write_ansible_inventory,
+from bench_play_vs_ansible import (  # noqa: E402  (reused: install, inventory, timing)
+    ANSIBLE_HOME, ensure_ansible, timed_ansible_playbook, write_ansible_inventory,
 )
 
 RESULTS = BENCH / "results"
@@ -188,27 +187,10 @@ def run_preflight(inventory: Path) -> tuple[float, dict]:
 
 def run_ansible(playbook_bin: Path, book: Path, inventory: Path, env_extra: dict[str, str],
                 nodes: list[str]) -> tuple[float, int]:
-    from bench_play_vs_ansible import RECAP_RE
-
-    control_dir = Path(tempfile.mkdtemp(prefix="cp-", dir=ANSIBLE_HOME))
-    env = dict(os.environ, ANSIBLE_HOME=str(ANSIBLE_HOME),
-               ANSIBLE_LOCAL_TEMP=str(ANSIBLE_HOME / "tmp"),
-               ANSIBLE_SSH_CONTROL_PATH_DIR=str(control_dir), ANSIBLE_NOCOLOR="1",
-               ANSIBLE_RETRY_FILES_ENABLED="False", ANSIBLE_FORKS=str(len(nodes)), **env_extra)
-    env.pop("ANSIBLE_CONFIG", None)
-    try:
-        started = time.monotonic()
-        proc = subprocess.run([str(playbook_bin), "-i", str(inventory), str(book)],
-                              capture_output=True, text=True, timeout=3600, env=env,
-                              cwd=ANSIBLE_HOME)
-        elapsed = time.monotonic() - started
-    finally:
-        close_control_masters(control_dir)
-    recap = {m.group(1): (int(m.group(2)), int(m.group(4)), int(m.group(5)))
-             for m in RECAP_RE.finditer(proc.stdout)}
-    if proc.returncode != 0 or any(recap.get(n, (0, 1, 1))[1:] != (0, 0) for n in nodes):
-        raise SystemExit(f"ansible-playbook failed ({proc.returncode}):\n{proc.stdout[-3000:]}"
-                         f"\n{proc.stderr[-2000:]}")
+    """Wall time and the fewest task results any node reported (forks = nodes)."""
+    elapsed, recap = timed_ansible_playbook(
+        playbook_bin, book, inventory, {"ANSIBLE_FORKS": str(len(nodes)), **env_extra}, nodes,
+        timeout=3600)
     return elapsed, min(recap[n][0] for n in nodes)
 
 
