@@ -102,6 +102,8 @@ def write_ansible_inventory(lab, path: Path) -> None:
 # -- tools -----------------------------------------------------------------------------------
 
 def ensure_ansible() -> tuple[Path, str]:
+    """ansible-playbook from PyPI in its own venv, and ANSIBLE_HOME; (binary, version)."""
+    (ANSIBLE_HOME / "tmp").mkdir(parents=True, exist_ok=True)
     playbook_bin = ANSIBLE_VENV / "bin" / "ansible-playbook"
     if not playbook_bin.exists():
         say(f"installing ansible-core from PyPI into {ANSIBLE_VENV} ...")
@@ -196,8 +198,6 @@ def main() -> int:
     from ascendctl import __version__
     from ascendctl.lab import Lab
 
-    ANSIBLE_HOME.mkdir(parents=True, exist_ok=True)
-    (ANSIBLE_HOME / "tmp").mkdir(exist_ok=True)
     ours_book, theirs_book = write_playbooks()
     playbook_bin, ansible_version = ensure_ansible()
     lab = Lab(args.lab_name)

@@ -270,8 +270,6 @@ def main() -> int:
         return 2
     from ascendctl import __version__
 
-    ANSIBLE_HOME.mkdir(parents=True, exist_ok=True)
-    (ANSIBLE_HOME / "tmp").mkdir(exist_ok=True)
     playbook_bin, ansible_version = ensure_ansible()
     rows = [bench_size(size, args, playbook_bin) for size in args.sizes]
     best = min((r["ratios"][k] for r in rows for k in r["ratios"] if k.startswith("per-command")),

@@ -118,18 +118,21 @@ def run_bench(inv: Inventory, settings: BenchSettings, conn: Any,
 
 
 def headline(figures: BenchFigures, verdict: Verdict) -> dict[str, Any]:
-    """The few figures `history` shows per release."""
+    """The few figures the history event of a bench run keeps (rounded)."""
+    return {key: round(value, 3) if isinstance(value, float) else value
+            for key, value in headline_figures(figures.as_dict(), verdict.as_dict()).items()}
+
+
+def headline_figures(figures: dict[str, Any], verdict: dict[str, Any]) -> dict[str, Any]:
+    """The headline from the JSON forms of BenchFigures and Verdict (as stored)."""
+    latency = figures.get("latency_ms") or {}
     return {
-        "output_tok_s": round(figures.output_throughput, 3),
-        "output_tok_s_per_npu": round(verdict.output_tokens_per_s_per_npu, 3),
-        "p99_ttft_ms": _round(figures.latency("ttft", "p99")),
-        "p99_tpot_ms": _round(figures.latency("tpot", "p99")),
-        "completed": figures.completed, "failed": figures.failed,
+        "output_tok_s": figures.get("output_throughput"),
+        "output_tok_s_per_npu": verdict.get("output_tokens_per_s_per_npu"),
+        "p99_ttft_ms": (latency.get("ttft") or {}).get("p99"),
+        "p99_tpot_ms": (latency.get("tpot") or {}).get("p99"),
+        "completed": figures.get("completed"), "failed": figures.get("failed"),
     }
-
-
-def _round(value: Optional[float]) -> Optional[float]:
-    return None if value is None else round(value, 3)
 
 
 def _last_lines(text: str, count: int) -> str:
@@ -144,20 +147,12 @@ def stored_results(inv: Inventory, conn: Any) -> dict[str, list[dict[str, Any]]]
 
 def headline_from_record(record: dict[str, Any]) -> dict[str, Any]:
     """What `history` shows of a stored record (read back from the head)."""
-    figures = record.get("figures") or {}
     verdict = record.get("verdict") or {}
-    latency = figures.get("latency_ms") or {}
     return {
         "time": record.get("time"),
         "stamp": record.get("stamp"),
         "verdict": verdict.get("status"),
         "summary": verdict.get("summary"),
         "settings": record.get("settings"),
-        "figures": {
-            "output_tok_s": figures.get("output_throughput"),
-            "output_tok_s_per_npu": verdict.get("output_tokens_per_s_per_npu"),
-            "p99_ttft_ms": (latency.get("ttft") or {}).get("p99"),
-            "p99_tpot_ms": (latency.get("tpot") or {}).get("p99"),
-            "completed": figures.get("completed"), "failed": figures.get("failed"),
-        },
+        "figures": headline_figures(record.get("figures") or {}, verdict),
     }

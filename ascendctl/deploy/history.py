@@ -10,6 +10,7 @@ from ascendctl.inventory import Inventory
 
 def collect_history(inv: Inventory) -> dict[str, Any]:
     """Every node's releases and `current` (one call per node), the head's history."""
+    from ascendctl.benchmark.run import headline_from_record
     from ascendctl.deploy.context import DeployContext
     from ascendctl.transport import SshPool
 
@@ -39,7 +40,7 @@ def collect_history(inv: Inventory) -> dict[str, Any]:
                                 f"{event.get('reason')}")
     for release_id, records in bench.items():
         if release_id in releases and records:
-            releases[release_id]["bench"] = bench_summary(records[-1])
+            releases[release_id]["bench"] = headline_from_record(records[-1])
     ordered = sorted(releases.values(), key=lambda r: r.get("created") or "")
     for revision, entry in enumerate(ordered, start=1):
         entry["revision"] = revision
@@ -63,13 +64,6 @@ def _bench_records(inv: Inventory, pool: Any) -> dict[str, list[dict[str, Any]]]
         return stored_results(inv, pool.conn(inv.head.name))
     except AscendctlError:
         return {}
-
-
-def bench_summary(record: dict[str, Any]) -> dict[str, Any]:
-    """The latest bench run of a release: verdict, when, settings and headline figures."""
-    from ascendctl.benchmark.run import headline_from_record
-
-    return headline_from_record(record)
 
 
 def history_table(data: dict[str, Any]):
