@@ -1,30 +1,42 @@
-"""Where the project's data directories live (templates, playbooks, runtime).
+"""Where the data the tool reads at run time lives: inside the installed package.
 
-In a source checkout (or an editable install) they sit next to the package; the
-ASCENDCTL_SHARE environment variable points elsewhere when installed differently.
+The repository keeps them at the top level (`templates/`, `playbooks/`, `runtime/`) so the
+layout shows the architecture; the build maps them into the package (`ascendctl.templates`,
+`ascendctl.playbooks`, and the node-side package `ascendctl_runtime`), so a wheel, a pipx
+install and an editable checkout all find them the same way, through importlib.resources.
 """
 
 from __future__ import annotations
 
-import os
+from functools import lru_cache
+from importlib import resources
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 
 
-def share_dir() -> Path:
-    override = os.environ.get("ASCENDCTL_SHARE")
-    return Path(override) if override else PACKAGE_DIR.parent
+@lru_cache(maxsize=None)
+def _package_dir(package: str) -> Path:
+    root = resources.files(package)
+    path = Path(str(root))
+    if not path.is_dir():   # e.g. a zip import: every reader here needs real files
+        raise RuntimeError(f"{package} is not installed as a directory ({root})")
+    return path
 
 
 def templates_dir() -> Path:
-    return share_dir() / "templates"
+    return _package_dir("ascendctl.templates")
 
 
 def playbooks_dir() -> Path:
-    return share_dir() / "playbooks"
+    return _package_dir("ascendctl.playbooks")
 
 
 def runtime_dir() -> Path:
-    """The node-side package directory (runtime/ascendctl_runtime)."""
-    return share_dir() / "runtime" / "ascendctl_runtime"
+    """The node-side package directory (ascendctl_runtime), shipped to nodes from here."""
+    return _package_dir("ascendctl_runtime")
+
+
+def package_data(package: str) -> Path:
+    """A data directory inside one of ascendctl's own packages (e.g. ascendctl.doctor)."""
+    return _package_dir(package)

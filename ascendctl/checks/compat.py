@@ -9,8 +9,9 @@ from functools import lru_cache
 from pathlib import Path
 
 from ascendctl.facts.versions import Version, parse_version
+from ascendctl.paths import package_data
 
-MATRIX_PATH = Path(__file__).resolve().parent / "data" / "compat.json"
+MATRIX_PATH = package_data("ascendctl.checks") / "data" / "compat.json"
 SCHEMA_VERSION = 1
 
 

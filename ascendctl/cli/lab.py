@@ -124,6 +124,9 @@ def model(out: Path = typer.Option(..., "--out", help="Directory to write the mo
           as_json: bool = json_option()) -> None:
     """Build a tiny Qwen3 checkpoint and tokenizer locally (no downloads)."""
     from ascendctl.console import print_json
+    from ascendctl.extras import require_extra
+
+    require_extra("lab", "ascendctl lab model")
     from ascendctl.lab.model import build_model
 
     info = build_model(out, moe=moe)

@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Optional
 
 from ascendctl.errors import InputError
+from ascendctl.paths import package_data
 
-TABLE = Path(__file__).with_name("data") / "signatures.yaml"
+TABLE = package_data("ascendctl.doctor") / "data" / "signatures.yaml"
 SEVERITIES = ("error", "warning", "info")
 SOURCES = ("journal", "plog", "kernel", "npu")
 KEYS = {"id", "title", "severity", "sources", "regex", "cause", "fix", "refs", "umbrella",

@@ -159,6 +159,9 @@ class Lab:
     def up(self, nodes: int = 2, npus_per_node: int = 8, chip: str = "910B3",
            progress: Progress | None = None, with_vllm: bool = True) -> Lab:
         say = progress or _quiet
+        from ascendctl.extras import require_extra
+
+        require_extra("lab", "ascendctl lab")   # the tiny model is built on this machine
         check_host()
         if chip not in sim_state.CHIPS:
             raise InputError(f"unsupported chip {chip!r} (one of {', '.join(sim_state.CHIPS)})",

@@ -1,0 +1,1 @@
+"""The preflight, deploy and rollback plays (package data)."""

@@ -1,0 +1,20 @@
+"""Packages of the wheel (everything else is in pyproject.toml).
+
+The repository keeps the data the tool reads at run time at the top level (templates/,
+playbooks/, runtime/); the wheel maps them into the installed packages, found with
+importlib.resources (ascendctl/paths.py). Here rather than in pyproject.toml because a
+static list there cannot combine discovered packages with mapped directories.
+"""
+
+from setuptools import find_packages, setup
+
+MAPPED = {
+    "ascendctl.templates": "templates",
+    "ascendctl.playbooks": "playbooks",
+    "ascendctl_runtime": "runtime/ascendctl_runtime",
+}
+
+setup(
+    packages=find_packages(include=["ascendctl", "ascendctl.*"]) + list(MAPPED),
+    package_dir=MAPPED,
+)

@@ -1,0 +1,1 @@
+"""Jinja2 templates of everything rendered onto the nodes (package data)."""

@@ -1,0 +1,64 @@
+"""The wheel carries everything the tool reads at run time (templates, playbooks, the node
+runtime, data files), and the CLI finds them through the installed packages."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from ascendctl import paths
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> zipfile.ZipFile:
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out),
+                    str(ROOT)],
+                   check=True, capture_output=True, timeout=300)
+    (built,) = out.glob("ascendctl-*.whl")
+    return zipfile.ZipFile(built)
+
+
+def repo_files(top: str, pattern: str) -> set[str]:
+    return {str(p.relative_to(ROOT / top)) for p in (ROOT / top).rglob(pattern)
+            if "__pycache__" not in p.parts}
+
+
+@pytest.mark.parametrize("top, package, pattern", [
+    ("templates", "ascendctl/templates", "*.j2"),
+    ("templates", "ascendctl/templates", "*.json"),
+    ("playbooks", "ascendctl/playbooks", "*.yaml"),
+    ("runtime/ascendctl_runtime", "ascendctl_runtime", "*.py"),
+])
+def test_wheel_holds_every_data_file(wheel, top, package, pattern):
+    names = set(wheel.namelist())
+    wanted = repo_files(top, pattern)
+    assert wanted, f"nothing matches {top}/{pattern}"
+    missing = sorted(f for f in wanted if f"{package}/{f}" not in names)
+    assert not missing, f"the wheel lacks {missing}"
+
+
+def test_wheel_holds_package_data(wheel):
+    names = set(wheel.namelist())
+    for data in ("ascendctl/doctor/data/signatures.yaml", "ascendctl/checks/data/compat.json",
+                 "ascendctl/preflight/schema/preflight.schema.json"):
+        assert data in names
+
+
+def test_wheel_holds_every_python_package(wheel):
+    names = set(wheel.namelist())
+    packages = {str(p.parent.relative_to(ROOT)) for p in (ROOT / "ascendctl").rglob("__init__.py")}
+    missing = sorted(p for p in packages if f"{p}/__init__.py" not in names)
+    assert not missing, f"the wheel lacks the packages {missing}"
+
+
+def test_resources_resolve_to_the_package_directories():
+    assert (paths.templates_dir() / "systemd" / "ascendctl-engine.service.j2").is_file()
+    assert (paths.playbooks_dir() / "deploy.yaml").is_file()
+    assert (paths.runtime_dir() / "launcher.py").is_file()
