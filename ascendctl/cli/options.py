@@ -1,10 +1,15 @@
-"""Options shared by many commands (one definition, same env variables everywhere)."""
+"""Options shared by many commands: each defined once, with one default and one
+environment variable, so `--forks` means the same thing everywhere."""
 
 from __future__ import annotations
+
+import os
 
 import typer
 
 INVENTORY_HELP = "Inventory file (Ansible-style YAML; see inventory.example.yaml)."
+DEFAULT_FORKS = 16
+DEFAULT_LAB_NAME = "lab"
 
 
 def inventory_option() -> typer.models.OptionInfo:
@@ -14,3 +19,42 @@ def inventory_option() -> typer.models.OptionInfo:
 
 def json_option() -> typer.models.OptionInfo:
     return typer.Option(False, "--json", help="Print machine-readable JSON instead of a table.")
+
+
+def junit_option() -> typer.models.OptionInfo:
+    return typer.Option(None, "--junit", metavar="FILE",
+                        help="Also write JUnit XML here (for CI).")
+
+
+def forks_option() -> typer.models.OptionInfo:
+    return typer.Option(DEFAULT_FORKS, "--forks", "-f", min=1, max=1024,
+                        envvar="ASCENDCTL_FORKS", show_envvar=True,
+                        help="Nodes worked on in parallel.")
+
+
+def yes_option() -> typer.models.OptionInfo:
+    return typer.Option(False, "--yes", "-y", envvar="ASCENDCTL_YES", show_envvar=True,
+                        help="Do not ask before stopping or restarting serving engines "
+                             "(required without a terminal).")
+
+
+def check_option() -> typer.models.OptionInfo:
+    return typer.Option(False, "--check", "-C", help="Show what would change; touch nothing.")
+
+
+def diff_option() -> typer.models.OptionInfo:
+    return typer.Option(False, "--diff", "-D", help="Show diffs of changed files.")
+
+
+def limit_option() -> typer.models.OptionInfo:
+    return typer.Option(None, "--limit", "-l",
+                        help="Only these hosts (pattern: node0,node1 or 'all:!node3').")
+
+
+def lab_name_option() -> typer.models.OptionInfo:
+    return typer.Option(default_lab_name(), "--name", envvar="ASCENDCTL_LAB_NAME",
+                        show_envvar=True, help="Lab name; labs with different names coexist.")
+
+
+def default_lab_name() -> str:
+    return os.environ.get("ASCENDCTL_LAB_NAME", DEFAULT_LAB_NAME)
