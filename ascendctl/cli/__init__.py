@@ -57,8 +57,11 @@ app = typer.Typer(
 
 
 def _register_commands() -> None:
+    from ascendctl.cli.helptext import reflow_app
+
     for name in COMMAND_MODULES:
         importlib.import_module(f"ascendctl.cli.{name}").register(app)
+    reflow_app(app)
 
 
 @app.callback()

@@ -1,0 +1,61 @@
+"""`--help` wraps cleanly at 80 columns: no line of a help paragraph ends before the
+terminal's width would have forced it (a hard line break from a docstring)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+WIDTH = 80
+LIST_ITEM = re.compile(r"^\s*([-*•]|\d+[.)]|\$ )")
+
+
+def _commands():
+    import ascendctl.cli as cli
+
+    if not cli.app.registered_commands:
+        cli._register_commands()
+    paths = [[c.name or c.callback.__name__] for c in cli.app.registered_commands]
+    for group in cli.app.registered_groups:
+        paths.append([group.name])
+        paths += [[group.name, c.name or c.callback.__name__]
+                  for c in group.typer_instance.registered_commands]
+    return cli.app, paths
+
+
+def premature_breaks(text: str) -> list[str]:
+    """Lines of the description that stop although the next line's first word fits."""
+    description = []
+    for line in text.splitlines()[3:]:          # past the usage line
+        if line.lstrip().startswith(("╭", "Usage:")):
+            break
+        description.append(line.rstrip())
+    found = []
+    for line, following in zip(description, description[1:]):
+        if not line.strip() or not following.strip() or LIST_ITEM.match(following) \
+                or len(following) - len(following.lstrip()) > len(line) - len(line.lstrip()):
+            continue
+        first_word = following.split()[0]
+        if len(line) + 1 + len(first_word) <= WIDTH - 1:
+            found.append(f"{line!r} / {following!r}")
+    return found
+
+
+def test_reflow_joins_paragraph_lines_and_keeps_lists():
+    from ascendctl.cli.helptext import reflow
+
+    text = "First line\ngoes on.\n\nSecond paragraph\nis here:\n\n- one\n- two\n  more\n"
+    assert reflow(text) == ("First line goes on.\n\nSecond paragraph is here:\n\n"
+                            "- one\n- two\n  more")
+
+
+@pytest.mark.parametrize("path", _commands()[1], ids=" ".join)
+def test_help_has_no_premature_line_breaks(path):
+    from typer.testing import CliRunner
+
+    app, _ = _commands()
+    result = CliRunner().invoke(app, [*path, "--help"], env={"COLUMNS": str(WIDTH)},
+                                terminal_width=WIDTH)
+    assert result.exit_code == 0, result.output
+    assert premature_breaks(result.output) == []
