@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import typer
 
+from ascendctl.cli.options import lab_name_option
 from ascendctl.exitcodes import EXIT_CODES_HELP
 
 
 def demo(
-    name: str = typer.Option("demo", "--name", envvar="ASCENDCTL_LAB",
-                             help="Lab name (several labs can coexist)."),
+    name: str = lab_name_option(),
     down: bool = typer.Option(False, "--down", help="Take the lab down at the end."),
 ) -> None:
     """Bring up a 2-node simulated Ascend cluster (real systemd, sshd and networks; the

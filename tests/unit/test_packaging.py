@@ -3,6 +3,7 @@ runtime, data files), and the CLI finds them through the installed packages."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -17,9 +18,17 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> zipfile.ZipFile:
-    out = tmp_path_factory.mktemp("wheel")
+    """The wheel of what a clean checkout holds (the tracked and new files, copied: a
+    build in the working tree would reuse its build/ directory, stale files included)."""
+    source, out = tmp_path_factory.mktemp("source"), tmp_path_factory.mktemp("wheel")
+    listed = subprocess.run(["git", "ls-files", "-z", "-co", "--exclude-standard"], cwd=ROOT,
+                            capture_output=True, check=True).stdout.split(b"\0")
+    for name in filter(None, (n.decode() for n in listed)):
+        if (ROOT / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, source / name)
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out),
-                    str(ROOT)],
+                    str(source)],
                    check=True, capture_output=True, timeout=300)
     (built,) = out.glob("ascendctl-*.whl")
     return zipfile.ZipFile(built)
