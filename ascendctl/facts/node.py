@@ -112,10 +112,13 @@ class NodeFacts:
 
 
 def jsonable(value):
-    """Dataclasses as dicts of their fields, enums as values, sets sorted, tuples as lists."""
+    """Dataclasses as dicts of their fields (or their own `to_json()`, e.g. a version range
+    as the version file writes it), enums as values, sets sorted, tuples as lists."""
     import dataclasses
     from enum import Enum
 
+    if hasattr(value, "to_json") and not isinstance(value, type):
+        return value.to_json()
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, Enum):
