@@ -2,15 +2,11 @@
 
 A fact is declared once, in the module that holds its parser, and nowhere else:
 
-    NUMA_BALANCING = Fact(
-        "numa_balancing",
-        command="cat /proc/sys/kernel/numa_balancing",
-        parse=parse_numa_balancing,
-    )
+    UNAME = Fact("uname", command="uname -srm", parse=parse_uname)
 
 The gather script runs the commands of every registered fact (`registry.all_facts()`:
 every fact created at the top level of a module of this package), and `NodeFacts` holds
-the value of each: `facts[NUMA_BALANCING]` is what `parse` returned for that host's output
+the value of each: `facts[UNAME]` is what `parse` returned for that host's output
 (typed: the parser's return type, or None when the command failed; the reason is then in
 `facts.problems`).
 
@@ -23,6 +19,7 @@ Three kinds:
   the `Reading` (e.g. the RoCE ports from the eight `hccn_tool` outputs of each port).
 
 Everything here is standard-library Python: the node runtime ships this package.
+docs/extending.md walks through adding a fact and a check over it.
 """
 
 from __future__ import annotations
