@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 K = TypeVar("K")
 V = TypeVar("V")
+V_co = TypeVar("V_co", covariant=True)
 
 # a shell exit status that says the command itself is missing (not found / not executable)
 NOT_FOUND_RC = (126, 127)
@@ -64,7 +65,7 @@ def _defining_module() -> str:
     return sys._getframe(2).f_globals.get("__name__", "__main__")
 
 
-class FactBase(Generic[V]):
+class FactBase(Generic[V_co]):
     """What every kind of fact has: a name (the key in `NodeFacts`, in `ascendctl facts
     --json` and under tests/facts/) and how to compute its value from a `Reading`."""
 
@@ -76,14 +77,14 @@ class FactBase(Generic[V]):
         """(section name, shell command) pairs this fact adds to the gather script."""
         return []
 
-    def compute(self, reading: "Reading") -> V:
+    def compute(self, reading: "Reading") -> V_co:
         raise NotImplementedError
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"
 
 
-class _Parsed(FactBase[V]):
+class _Parsed(FactBase[V_co]):
     """A fact whose value comes from parsing command output (one command or one per key)."""
 
     parse: Callable[[str], object]
@@ -113,7 +114,7 @@ class Fact(_Parsed[Optional[T]]):
 
     def __init__(self, name: str, *, command: Command, parse: Callable[[str], T],
                  section: str | None = None, reads_stderr: bool = False, check_rc: bool = True,
-                 none_when_blank: bool = False, default: T | None = None, listed: bool = True,
+                 none_when_blank: bool = False, default: object = None, listed: bool = True,
                  ping_round: bool = False, module: str | None = None) -> None:
         self.name = name
         self.command = command

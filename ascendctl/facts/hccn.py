@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass
+from typing import Any
 
 from ascendctl.facts.fact import Derived, Fact, KeyedFact, Reading
 from ascendctl.facts.params import HCCN_TOOL, GatherParams
@@ -319,8 +320,9 @@ class RocePort:
 
 
 def _roce(r: Reading) -> tuple[RocePort, ...]:
-    read = {"ip": HCCN_IP, "gateway": HCCN_GATEWAY, "tls": HCCN_TLS, "link": HCCN_LINK, "mtu": HCCN_MTU,
-            "net_health": HCCN_NET_HEALTH, "netdetect": HCCN_NETDETECT, "lldp": HCCN_LLDP}
+    read: dict[str, KeyedFact[int, Any]] = {
+        "ip": HCCN_IP, "gateway": HCCN_GATEWAY, "tls": HCCN_TLS, "link": HCCN_LINK, "mtu": HCCN_MTU,
+        "net_health": HCCN_NET_HEALTH, "netdetect": HCCN_NETDETECT, "lldp": HCCN_LLDP}
     outputs = {option: {k: (v, sec) for k, v, sec in r.each(f)} for option, f in read.items()}
     devices = sorted({k for f in (*read.values(), HCCN_OPTICAL, HCCN_LINK_STAT) for k, _ in r.sections(f)})
     ports = []

@@ -548,7 +548,8 @@ GETENT = Fact("getent", command='getent ahosts "$(hostname)"', parse=parse_geten
 def _hostname(r: Reading) -> HostnameFacts | None:
     if r.section(NODE_NAME) is None:
         return None
-    return HostnameFacts(r[NODE_NAME] or "", r[GETENT] or ())
+    name, addresses = r[NODE_NAME], r[GETENT]
+    return HostnameFacts(name or "", addresses or ())
 
 
 HOSTNAME = Derived("hostname", _hostname)
