@@ -12,9 +12,10 @@ import re
 from dataclasses import dataclass
 from enum import Enum
 
-from ascendctl.facts.npu_smi import NpuSmiInfo, TableLayout
-from ascendctl.facts.npu_smi_detail import BoardInfo
-from ascendctl.facts.pci import PciInventory
+from ascendctl.facts.fact import Derived, Reading
+from ascendctl.facts.npu_smi import NPU_SMI, NpuSmiInfo, TableLayout
+from ascendctl.facts.npu_smi_detail import BOARD, CHIP_BOARD, BoardInfo
+from ascendctl.facts.pci import PCI, PciInventory
 
 
 class ChipFamily(str, Enum):
@@ -99,3 +100,11 @@ def classify_chip(info: NpuSmiInfo | None, board: BoardInfo | None = None,
         evidence.append(f"name {model} is ambiguous without PCI device id")
         return ChipIdentity(ChipFamily.UNKNOWN, model, tuple(evidence))
     return ChipIdentity(ChipFamily.UNKNOWN, model, tuple(evidence))
+
+
+def _chip(r: Reading) -> ChipIdentity | None:
+    info = r[NPU_SMI]
+    return classify_chip(info, board=r[BOARD], chip_board=r[CHIP_BOARD], pci=r[PCI]) if info else None
+
+
+CHIP = Derived("chip", _chip)

@@ -11,9 +11,10 @@ or `bash -c <script>`). It runs every fact command, in parallel where it can (at
     <stderr>
     @@<nonce> END <section> rc=<exit code>
 
-`parse_gather_output(text)` splits that output and calls the pure parser of each
-section, returning a `NodeFacts`. Every parameter that reaches the shell is quoted
-with `shlex.quote`.
+The commands are those of the registered facts (`registry.all_facts()`, see fact.py):
+this module only frames them. `parse_gather_output(text)` splits that output and hands
+the sections to `build_node_facts`, which runs each fact's pure parser. Every parameter
+that reaches the shell is quoted with `shlex.quote` (by the fact that puts it there).
 """
 
 from __future__ import annotations
@@ -22,83 +23,33 @@ import ipaddress
 import re
 import secrets
 import shlex
-from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
+from ascendctl.facts.fact import Derived, Fact, Reading, Section
 from ascendctl.facts.node import NodeFacts, build_node_facts
+from ascendctl.facts.params import DEFAULT_ASCEND_ROOT, GatherParams
+from ascendctl.facts.registry import all_facts
+from ascendctl.facts.system import ClockSample, parse_epoch
+
+__all__ = ["DEFAULT_ASCEND_ROOT", "GATHER_FORMAT_VERSION", "GatherOutputError", "GatherParams",
+           "GatherParamsError", "Section", "build_gather_script", "facts_from_outputs",
+           "parse_gather_output", "plan_pings", "split_sections"]
 
 GATHER_FORMAT_VERSION = 1
-DEFAULT_ASCEND_ROOT = "/usr/local/Ascend"
 
-_PY_PACKAGES = r'''
-import sys
-print("python=%d.%d.%d" % tuple(sys.version_info[:3]))
-print("executable=" + sys.executable)
-try:
-    from importlib import metadata
-except ImportError:
-    metadata = None
-for name in ("torch", "torch_npu", "torch-npu", "vllm", "vllm_ascend", "vllm-ascend"):
-    version = ""
-    if metadata is not None:
-        try:
-            version = metadata.version(name)
-        except Exception:
-            version = ""
-    print("pkg:%s=%s" % (name, version))
-'''
-
-_PY_PROBE = r'''
-import errno, socket, sys
-host, timeout = sys.argv[1], float(sys.argv[2])
-for port in sys.argv[3:]:
-    s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-    s.settimeout(timeout)
-    try:
-        code = s.connect_ex((host, int(port)))
-    except socket.timeout:
-        code = errno.ETIMEDOUT
-    except OSError as err:
-        code = err.errno or -1
-    finally:
-        s.close()
-    if code == 0:
-        result = "open"
-    elif code == errno.ECONNREFUSED:
-        result = "refused"
-    elif code in (errno.ETIMEDOUT, errno.EAGAIN, errno.EINPROGRESS):
-        result = "timeout"
-    elif code in (errno.EHOSTUNREACH, errno.ENETUNREACH):
-        result = "unreachable"
-    else:
-        result = "error"
-    print("%s %s %s" % (host, port, result))
-'''
+# The script itself prints these two sections, first and last, around every command.
+CLOCK_START = Fact("clock_start", command=None, parse=parse_epoch, listed=False)
+CLOCK_END = Fact("clock_end", command=None, parse=parse_epoch, listed=False)
 
 
-@dataclass(frozen=True)
-class GatherParams:
-    """What the gather script needs to know about this host (all values get quoted)."""
+def _clock(r: Reading) -> ClockSample | None:
+    start, end = r[CLOCK_START], r[CLOCK_END]
+    if start is None or end is None:
+        return None
+    return ClockSample(start, end, r.sent_at, r.received_at)
 
-    npu_count: int = 8                          # cards, as `npu-smi info -i` counts them
-    chips_per_npu: int = 1                      # 2 on A3 (dual-die)
-    ascend_root: str = DEFAULT_ASCEND_ROOT
-    python: str = "python3"                     # the serving venv's python, if any
-    model_path: str | None = None               # free disk is measured where this lives
-    listen_ports: tuple[int, ...] = ()          # ports this node must have free
-    probe_host: str | None = None               # the head's address, probed from followers
-    probe_ports: tuple[int, ...] = ()
-    probe_timeout_s: float = 2.0
-    ping_targets: Mapping[int, tuple[str, ...]] = field(default_factory=dict)  # port -> peer IPs
-    ping_timeout_s: int = 8
-    path_mtu: int | None = None                 # DF ping with this MTU when measurable
-    extended: bool = False                      # also usages/memory/common/optical/lldp/link_stat
-    max_jobs: int = 16
-    pings_only: bool = False                    # only the ping/dfping sections (a second round)
 
-    @property
-    def roce_ports(self) -> tuple[int, ...]:
-        return tuple(range(self.npu_count * self.chips_per_npu))
+CLOCK = Derived("clock", _clock)
 
 
 class GatherParamsError(ValueError):
@@ -145,84 +96,14 @@ def build_gather_script(params: GatherParams, nonce: str | None = None) -> str:
     nonce = nonce or secrets.token_hex(8)
     if not re.fullmatch(r"[0-9a-f]{8,32}", nonce):
         raise GatherParamsError("nonce must be 8-32 lowercase hex digits")
-    root = params.ascend_root.rstrip("/") or "/"
+    root = params.root
     jobs: list[tuple[str, str]] = []          # (section, shell command)
-
-    def job(name: str, command: str) -> None:
-        assert _section_name_ok(name), name
-        jobs.append((name, command))
-
-    npu = '"$NPUSMI"'
-    hccn = '"$HCCN"'
-    job("npu_smi_info", f"{npu} info")
-    job("npu_smi_topo", f"{npu} info -t topo")
-    job("npu_smi_m", f"{npu} info -m")
-    job("npu_smi_l", f"{npu} info -l")
-    job("npu_smi_board:0", f"{npu} info -t board -i 0")
-    job("npu_smi_board_chip:0:0", f"{npu} info -t board -i 0 -c 0")
-    for n in range(params.npu_count):
-        for c in range(params.chips_per_npu):
-            job(f"npu_smi_health:{n}:{c}", f"{npu} info -t health -i {n} -c {c}")
-    if params.extended:
-        for n in range(params.npu_count):
-            if n:
-                job(f"npu_smi_board:{n}", f"{npu} info -t board -i {n}")
-            job(f"npu_smi_usages:{n}", f"{npu} info -t usages -i {n}")
-            job(f"npu_smi_common:{n}", f"{npu} info -t common -i {n}")
-            job(f"npu_smi_memory:{n}", f"{npu} info -t memory -i {n}")
-    basic = ("link", "ip", "mtu", "net_health", "netdetect", "gateway")
-    extra = ("optical", "link_stat", "lldp") if params.extended else ()
-    for port in params.roce_ports:
-        for what in basic + extra:
-            job(f"hccn:{what}:{port}", f"{hccn} -i {port} -{what} -g")
-        job(f"hccn:tls:{port}", f"{hccn} -i {port} -tls -g | grep -a switch")
-    for port, targets in sorted(params.ping_targets.items()):
-        for ip in targets:
-            job(f"ping:{port}:{ip}",
-                f"timeout {int(params.ping_timeout_s)} {hccn} -i {port} -ping -g address {q(ip)}")
-            if params.path_mtu:
-                size = params.path_mtu - 28
-                # only where the device IP is a host interface (lab); on real NPUs the
-                # device IP lives on the NPU and the host cannot send from it
-                job(f"dfping:{port}:{ip}",
-                    f"src=$({hccn} -i {port} -ip -g 2>/dev/null | sed -n 's/^ipaddr://p' | tr -d ' '); "
-                    f"if [ -z \"$src\" ] || ! ip -o -4 addr show | grep -q \" inet $src/\"; then "
-                    f"echo 'unsupported: device IP is not a host interface'; exit 3; fi; "
-                    f"command -v ping >/dev/null || {{ echo 'unsupported: no ping'; exit 3; }}; "
-                    f"ping -M do -s {size} -c 2 -i 0.2 -W 1 -I \"$src\" {q(ip)}")
-    job("version:driver", f"cat {q(root + '/driver/version.info')}")
-    job("version:firmware", f"cat {q(root + '/firmware/version.info')}")
-    job("version:toolkit",
-        f"for f in {q(root)}/ascend-toolkit/latest/*-linux/ascend_toolkit_install.info "
-        f"{q(root)}/ascend-toolkit/latest/ascend_toolkit_install.info "
-        f"{q(root)}/cann/latest/*-linux/ascend_toolkit_install.info; do "
-        f"if [ -f \"$f\" ]; then echo \"# path: $f\"; cat \"$f\"; exit 0; fi; done; "
-        f"echo 'no ascend_toolkit_install.info' >&2; exit 2")
-    job("version:cfg", f"cat {q(root + '/ascend-toolkit/latest/version.cfg')}")
-    job("install_info", "cat /etc/ascend_install.info")
-    job("hccn_conf", "cat /etc/hccn.conf")
-    job("ip_addr", "ip -j addr show")
-    job("nic_speed", "for d in /sys/class/net/*; do s=$(cat \"$d/speed\" 2>/dev/null) && "
-                     "echo \"${d##*/} $s\"; done; true")
-    job("lspci", "lspci -D -nn -vvv")
-    job("numa_sysfs", "for n in /sys/devices/system/node/node[0-9]*; do [ -r \"$n/cpulist\" ] && "
-                      "echo \"${n##*/} $(cat \"$n/cpulist\")\"; done; true")
-    job("lscpu", "lscpu -J")
-    if params.model_path:
-        job("df", f"p={q(params.model_path)}; while [ ! -e \"$p\" ] && [ \"$p\" != / ]; do "
-                  f"p=$(dirname \"$p\"); done; echo \"path=$p\"; df -P -T -B1 \"$p\"")
-    job("ss", "ss -Hltnp")
-    if params.probe_host and params.probe_ports:
-        ports = " ".join(str(int(p)) for p in params.probe_ports)
-        job("probes", f"{q(params.python)} -c {q(_PY_PROBE)} {q(params.probe_host)} "
-                      f"{float(params.probe_timeout_s)} {ports}")
-    job("python", f"{q(params.python)} -c {q(_PY_PACKAGES)}")
-    job("os_release", "cat /etc/os-release")
-    job("uname", "uname -srm")
-    job("hostname", "hostname")
-    job("getent", "getent ahosts \"$(hostname)\"")
-    if params.pings_only:
-        jobs[:] = [(n, c) for n, c in jobs if n.startswith(("ping:", "dfping:"))]
+    for fact in all_facts():
+        if params.pings_only and not getattr(fact, "ping_round", False):
+            continue
+        for name, command in fact.commands(params):
+            assert _section_name_ok(name), name
+            jobs.append((name, command))
 
     lines = [
         "#!/bin/bash",
@@ -262,21 +143,6 @@ def build_gather_script(params: GatherParams, nonce: str | None = None) -> str:
 
 def _file(section: str) -> str:
     return section.replace(":", "_")
-
-
-@dataclass(frozen=True)
-class Section:
-    name: str
-    stdout: str
-    stderr: str
-    rc: int
-
-    @property
-    def text(self) -> str:
-        """stdout and stderr together (npu-smi may print its errors on either)."""
-        if self.stderr.strip():
-            return self.stdout + ("\n" if self.stdout and not self.stdout.endswith("\n") else "") + self.stderr
-        return self.stdout
 
 
 class GatherOutputError(ValueError):

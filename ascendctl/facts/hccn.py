@@ -11,7 +11,13 @@ followed by certificate lines, `[devid N]` or `[device N]` link_stat prefixes.
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass
+from typing import Any
+
+from ascendctl.facts.fact import Derived, Fact, KeyedFact, Reading
+from ascendctl.facts.params import HCCN_TOOL, GatherParams
+from ascendctl.facts.system import LinuxPing, parse_linux_ping
 
 NET_HEALTH_OK = "Success"
 # `Init`: no netdetect target configured (the port was never asked to probe).
@@ -253,3 +259,175 @@ def parse_hccn_conf(text: str) -> HccnConf:
         if m:
             entries.append((int(m.group(2)), m.group(1), m.group(3)))
     return HccnConf(tuple(entries))
+
+
+HCCN_CONF = Fact("hccn_conf", command="cat /etc/hccn.conf", parse=parse_hccn_conf)
+
+
+# --- one RoCE port per device: `hccn_tool -i <device> -<option> -g` ----------------------
+
+def _ports(params: GatherParams) -> tuple[int, ...]:
+    return params.roce_ports
+
+
+def _extended_ports(params: GatherParams) -> tuple[int, ...]:
+    return params.roce_ports if params.extended else ()
+
+
+def _get(option: str):
+    return lambda port, params: f"{HCCN_TOOL} -i {port} -{option} -g"
+
+
+HCCN_LINK = KeyedFact("hccn_link", section="hccn:link", keys=_ports, command=_get("link"),
+                      parse=parse_link, check_rc=False, listed=False)
+HCCN_IP = KeyedFact("hccn_ip", section="hccn:ip", keys=_ports, command=_get("ip"),
+                    parse=parse_ip, check_rc=False, listed=False)
+HCCN_MTU = KeyedFact("hccn_mtu", section="hccn:mtu", keys=_ports, command=_get("mtu"),
+                     parse=parse_mtu, check_rc=False, listed=False)
+HCCN_NET_HEALTH = KeyedFact("hccn_net_health", section="hccn:net_health", keys=_ports,
+                            command=_get("net_health"), parse=parse_net_health, check_rc=False, listed=False)
+HCCN_NETDETECT = KeyedFact("hccn_netdetect", section="hccn:netdetect", keys=_ports,
+                           command=_get("netdetect"), parse=parse_netdetect, check_rc=False, listed=False)
+HCCN_GATEWAY = KeyedFact("hccn_gateway", section="hccn:gateway", keys=_ports, command=_get("gateway"),
+                         parse=parse_gateway, check_rc=False, listed=False)
+# only the switch line: the certificate lines after it can be long
+HCCN_TLS = KeyedFact("hccn_tls", section="hccn:tls", keys=_ports,
+                     command=lambda port, params: f"{HCCN_TOOL} -i {port} -tls -g | grep -a switch",
+                     parse=parse_tls, check_rc=False, listed=False)
+HCCN_OPTICAL = KeyedFact("hccn_optical", section="hccn:optical", keys=_extended_ports,
+                         command=_get("optical"), parse=parse_optical, check_rc=False, listed=False)
+HCCN_LINK_STAT = KeyedFact("hccn_link_stat", section="hccn:link_stat", keys=_extended_ports,
+                           command=_get("link_stat"), parse=parse_link_stat, check_rc=False, listed=False)
+HCCN_LLDP = KeyedFact("hccn_lldp", section="hccn:lldp", keys=_extended_ports, command=_get("lldp"),
+                      parse=parse_lldp_ifname, check_rc=False, listed=False)
+
+
+@dataclass(frozen=True)
+class RocePort:
+    """One NPU RoCE port as `hccn_tool -i <device>` reports it."""
+
+    device: int
+    link: str | None = None                 # UP | DOWN
+    ip: str | None = None
+    netmask: str | None = None
+    mtu: int | None = None
+    net_health: str | None = None
+    netdetect: str | None = None
+    gateway: str | None = None
+    tls_enabled: bool | None = None
+    lldp_ifname: str | None = None
+    errors: tuple[str, ...] = ()            # hccn_tool failures for this port
+
+
+def _roce(r: Reading) -> tuple[RocePort, ...]:
+    read: dict[str, KeyedFact[int, Any]] = {
+        "ip": HCCN_IP, "gateway": HCCN_GATEWAY, "tls": HCCN_TLS, "link": HCCN_LINK, "mtu": HCCN_MTU,
+        "net_health": HCCN_NET_HEALTH, "netdetect": HCCN_NETDETECT, "lldp": HCCN_LLDP}
+    outputs = {option: {k: (v, sec) for k, v, sec in r.each(f)} for option, f in read.items()}
+    devices = sorted({k for f in (*read.values(), HCCN_OPTICAL, HCCN_LINK_STAT) for k, _ in r.sections(f)})
+    ports = []
+    for dev in devices:
+        errors: list[str] = []
+
+        def get(option: str):
+            entry = outputs[option].get(dev)
+            if entry is None:
+                return None
+            value, sec = entry
+            if value is None and sec.rc != 0:
+                errors.append(f"-{option}: rc={sec.rc} {sec.text.strip()[:160]}")
+            return value
+
+        address, gateway, tls = get("ip"), get("gateway"), get("tls")
+        ports.append(RocePort(
+            device=dev, link=get("link"), ip=address.ip if address else None,
+            netmask=address.netmask if address else None, mtu=get("mtu"), net_health=get("net_health"),
+            netdetect=get("netdetect"), gateway=gateway.address if gateway else None,
+            tls_enabled=tls.enabled if tls else None, lldp_ifname=get("lldp"), errors=tuple(errors)))
+    return tuple(ports)
+
+
+ROCE = Derived("roce", _roce)
+
+
+# --- pings between device IPs ------------------------------------------------------------
+
+def _targets(params: GatherParams) -> list[tuple[int, str]]:
+    return [(port, ip) for port, ips in sorted(params.ping_targets.items()) for ip in ips]
+
+
+HCCN_PING = KeyedFact(
+    "hccn_ping", section="ping", arity=2, keys=_targets,
+    command=lambda key, p: f"timeout {int(p.ping_timeout_s)} {HCCN_TOOL} -i {key[0]} -ping -g address "
+                           f"{shlex.quote(key[1])}",
+    parse=parse_ping, reads_stderr=True, check_rc=False, listed=False, ping_round=True)
+
+
+def _dfping_command(key: tuple[int, str], p: GatherParams) -> str:
+    port, ip = key
+    size = (p.path_mtu or 0) - 28
+    # only where the device IP is a host interface (lab); on real NPUs the device IP lives
+    # on the NPU and the host cannot send from it
+    return (f"src=$({HCCN_TOOL} -i {port} -ip -g 2>/dev/null | sed -n 's/^ipaddr://p' | tr -d ' '); "
+            f"if [ -z \"$src\" ] || ! ip -o -4 addr show | grep -q \" inet $src/\"; then "
+            f"echo 'unsupported: device IP is not a host interface'; exit 3; fi; "
+            f"command -v ping >/dev/null || {{ echo 'unsupported: no ping'; exit 3; }}; "
+            f"ping -M do -s {size} -c 2 -i 0.2 -W 1 -I \"$src\" {shlex.quote(ip)}")
+
+
+DFPING = KeyedFact(
+    "dfping", arity=2, keys=lambda p: _targets(p) if p.path_mtu else [], command=_dfping_command,
+    parse=parse_linux_ping, reads_stderr=True, check_rc=False, listed=False, ping_round=True)
+
+
+@dataclass(frozen=True)
+class Ping:
+    device: int
+    target: str
+    ok: bool
+    loss_pct: float | None
+    detail: str
+
+
+@dataclass(frozen=True)
+class PathMtuProbe:
+    device: int
+    target: str
+    measurable: bool
+    ok: bool
+    detail: str
+
+
+def _pings(r: Reading) -> tuple[Ping, ...]:
+    pings = []
+    for (dev, target), sec in r.sections(HCCN_PING):
+        result = parse_ping(sec.text)
+        if result is None:
+            detail = "timed out" if sec.rc == 124 else (sec.text.strip()[:160] or f"rc={sec.rc}")
+            pings.append(Ping(dev, target, False, None, detail))
+        else:
+            detail = (f"{result.received}/{result.transmitted} received" if result.transmitted is not None
+                      else f"{result.timeouts} timeouts")
+            pings.append(Ping(dev, target, result.ok and sec.rc == 0, result.loss_pct, detail))
+    return tuple(pings)
+
+
+def _path_mtu(r: Reading) -> tuple[PathMtuProbe, ...]:
+    probes = []
+    for (dev, target), sec in r.sections(DFPING):
+        if sec.rc == 3 and "unsupported" in sec.stdout:
+            probes.append(PathMtuProbe(dev, target, False, False, sec.stdout.strip()))
+            continue
+        lp: LinuxPing | None = parse_linux_ping(sec.text)
+        if lp is None:
+            probes.append(PathMtuProbe(dev, target, True, False, sec.text.strip()[:160] or f"rc={sec.rc}"))
+        else:
+            detail = f"{lp.received}/{lp.transmitted} large DF packets answered"
+            if lp.frag_needed_mtu:
+                detail += f"; a hop has MTU {lp.frag_needed_mtu}"
+            probes.append(PathMtuProbe(dev, target, True, lp.ok, detail))
+    return tuple(probes)
+
+
+PINGS = Derived("pings", _pings)
+PATH_MTU = Derived("path_mtu", _path_mtu)

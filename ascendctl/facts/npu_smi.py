@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass
 from enum import Enum
 
+from ascendctl.facts.fact import Fact
+from ascendctl.facts.params import NPU_SMI_TOOL
 from ascendctl.facts.versions import Version, try_parse_version
 
 _BUS_ID = re.compile(r"^[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]$")
@@ -279,3 +281,7 @@ def _parse_process_row(cells: list[str]) -> NpuProcess | None:
         return None
     chip = _int(ids[1]) if len(ids) > 1 else None
     return NpuProcess(npu_id=int(ids[0]), chip_id=chip, pid=pid, name=cells[2], memory_mb=mem)
+
+
+NPU_SMI = Fact("npu_smi", section="npu_smi_info", command=f"{NPU_SMI_TOOL} info",
+               parse=parse_npu_smi_info, reads_stderr=True, check_rc=False)

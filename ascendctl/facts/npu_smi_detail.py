@@ -12,6 +12,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ascendctl.facts.fact import Derived, Fact, KeyedFact, Reading
+from ascendctl.facts.params import NPU_SMI_TOOL, GatherParams
+
 _ERROR_MARKERS = (
     "Invalid card id",
     "Error parameter of",
@@ -420,3 +423,47 @@ def parse_list(text: str) -> NpuList:
 def _list_entry(d: dict[str, str]) -> NpuListEntry:
     return NpuListEntry(npu_id=_int(d["NPU ID"]) or 0, chip_count=_int(d.get("Chip Count")),
                         product_name=_na(d.get("Product Name")))
+
+
+# --- the facts --------------------------------------------------------------------------
+
+def _extended_cards(params: GatherParams) -> range:
+    return range(params.npu_count) if params.extended else range(0)
+
+
+TOPOLOGY = Fact("topology", section="npu_smi_topo", command=f"{NPU_SMI_TOOL} info -t topo",
+                parse=parse_topo, reads_stderr=True)
+MAPPING = Fact("mapping", section="npu_smi_m", command=f"{NPU_SMI_TOOL} info -m",
+               parse=parse_mapping, reads_stderr=True, default=())
+NPU_LIST = Fact("npu_list", section="npu_smi_l", command=f"{NPU_SMI_TOOL} info -l",
+                parse=parse_list, reads_stderr=True)
+# card 0 always; every card with `extended`
+NPU_SMI_BOARD = KeyedFact(
+    "npu_smi_board", keys=lambda p: range(p.npu_count) if p.extended else (0,),
+    command=lambda n, p: f"{NPU_SMI_TOOL} info -t board -i {n}",
+    parse=parse_board, reads_stderr=True, listed=False)
+BOARD = Derived("board", lambda r: dict(r[NPU_SMI_BOARD]).get(0))
+CHIP_BOARD = Fact("chip_board", section="npu_smi_board_chip:0:0",
+                  command=f"{NPU_SMI_TOOL} info -t board -i 0 -c 0", parse=parse_board, reads_stderr=True)
+NPU_SMI_HEALTH = KeyedFact(
+    "npu_smi_health", arity=2,
+    keys=lambda p: ((n, c) for n in range(p.npu_count) for c in range(p.chips_per_npu)),
+    command=lambda key, p: f"{NPU_SMI_TOOL} info -t health -i {key[0]} -c {key[1]}",
+    parse=parse_health, reads_stderr=True, check_rc=False, listed=False)
+HEALTH = Derived("health", lambda r: tuple((n, c, h) for (n, c), h in r[NPU_SMI_HEALTH]))
+NPU_SMI_USAGES = KeyedFact(
+    "npu_smi_usages", keys=_extended_cards, command=lambda n, p: f"{NPU_SMI_TOOL} info -t usages -i {n}",
+    parse=parse_usages, reads_stderr=True, listed=False)
+
+
+def _flat_usages(r: Reading) -> tuple[tuple[int, ChipUsage], ...]:
+    return tuple((n, u) for n, chips in r[NPU_SMI_USAGES] for u in chips)
+
+
+USAGES = Derived("usages", _flat_usages)
+NPU_SMI_COMMON = KeyedFact(
+    "npu_smi_common", keys=_extended_cards, command=lambda n, p: f"{NPU_SMI_TOOL} info -t common -i {n}",
+    parse=parse_common, reads_stderr=True, listed=False)
+MEMORY = KeyedFact(
+    "memory", section="npu_smi_memory", keys=_extended_cards,
+    command=lambda n, p: f"{NPU_SMI_TOOL} info -t memory -i {n}", parse=parse_memory, reads_stderr=True)

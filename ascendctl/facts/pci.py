@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ascendctl.facts.fact import Fact
+
 HUAWEI_VENDOR = 0x19E5
 NPU_DEVICE_IDS = {0xD801: "910", 0xD802: "910B", 0xD803: "910_93", 0xD806: "950",
                   0xD100: "310", 0xD500: "310P", 0xD105: "310B"}
@@ -228,3 +230,6 @@ def parse_lspci_short(text: str) -> tuple[tuple[str, int | None], ...]:
         elif hw:
             out.append((m.group("addr"), int(hw.group("device"), 16)))
     return tuple(out)
+
+
+PCI = Fact("pci", section="lspci", command="lspci -D -nn -vvv", parse=parse_lspci_vvv)

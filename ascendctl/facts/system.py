@@ -5,9 +5,12 @@ from __future__ import annotations
 import ipaddress
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from shlex import quote
 
+from ascendctl.facts.fact import Derived, Fact, Reading
 from ascendctl.facts.npu_smi_detail import parse_cpu_list
+from ascendctl.facts.params import GatherParams
 from ascendctl.facts.versions import Version, try_parse_version
 
 
@@ -187,6 +190,13 @@ def parse_df(text: str, path: str = "") -> DiskSpace:
                      total_bytes=total, available_bytes=avail, mount_point=" ".join(parts[5 + o:]))
 
 
+def parse_df_output(text: str) -> DiskSpace:
+    """The gather's df section: `path=<the existing ancestor of the model path>`, then df."""
+    lines = text.splitlines()
+    path = lines[0][5:] if lines and lines[0].startswith("path=") else ""
+    return parse_df("\n".join(line for line in lines if not line.startswith("path=")), path)
+
+
 # --- listening sockets / port probes ----------------------------------------------------
 
 @dataclass(frozen=True)
@@ -342,6 +352,18 @@ class OsRelease:
     arch: str | None
 
 
+@dataclass(frozen=True)
+class Uname:
+    kernel: str | None
+    arch: str | None
+
+
+def parse_uname(text: str) -> Uname:
+    """`uname -srm`: `Linux 5.10.0-216.0.0.115.oe2203sp4.aarch64 aarch64`."""
+    words = text.split()
+    return Uname(words[1] if len(words) > 1 else None, words[2] if len(words) > 2 else None)
+
+
 def parse_os_release(text: str, kernel: str | None = None, arch: str | None = None) -> OsRelease:
     kv = {}
     for line in text.splitlines():
@@ -365,10 +387,15 @@ class HostnameFacts:
         return bool(self.resolved) and all(ipaddress.ip_address(a).is_loopback for a in self.resolved)
 
 
-def parse_hostname(hostname_text: str, getent_text: str) -> HostnameFacts:
-    name = hostname_text.strip().splitlines()[0].strip() if hostname_text.strip() else ""
+def parse_node_name(text: str) -> str:
+    """`hostname`: its first line."""
+    return text.strip().splitlines()[0].strip() if text.strip() else ""
+
+
+def parse_getent_ahosts(text: str) -> tuple[str, ...]:
+    """`getent ahosts NAME`: the addresses, first seen first (one line per socket type)."""
     addrs: list[str] = []
-    for line in getent_text.splitlines():
+    for line in text.splitlines():
         parts = line.split()
         if parts:
             try:
@@ -377,7 +404,11 @@ def parse_hostname(hostname_text: str, getent_text: str) -> HostnameFacts:
                 continue
             if parts[0] not in addrs:
                 addrs.append(parts[0])
-    return HostnameFacts(name, tuple(addrs))
+    return tuple(addrs)
+
+
+def parse_hostname(hostname_text: str, getent_text: str) -> HostnameFacts:
+    return HostnameFacts(parse_node_name(hostname_text), parse_getent_ahosts(getent_text))
 
 
 # --- Linux ping (large-packet, don't-fragment probes) -----------------------------------
@@ -401,3 +432,124 @@ def parse_linux_ping(text: str) -> LinuxPing | None:
         return None
     return LinuxPing(int(stats.group(1)) if stats else None, int(stats.group(2)) if stats else None,
                      int(mtu.group(1)) if mtu else None)
+
+
+# --- the facts --------------------------------------------------------------------------
+
+# Printed by the `python` fact's interpreter: versions from importlib.metadata (torch is
+# never imported: importing it takes seconds and may touch the NPUs).
+_PY_PACKAGES = r'''
+import sys
+print("python=%d.%d.%d" % tuple(sys.version_info[:3]))
+print("executable=" + sys.executable)
+try:
+    from importlib import metadata
+except ImportError:
+    metadata = None
+for name in ("torch", "torch_npu", "torch-npu", "vllm", "vllm_ascend", "vllm-ascend"):
+    version = ""
+    if metadata is not None:
+        try:
+            version = metadata.version(name)
+        except Exception:
+            version = ""
+    print("pkg:%s=%s" % (name, version))
+'''
+
+# TCP connect to the head's launch ports: `<host> <port> open|refused|timeout|...` lines
+_PY_PROBE = r'''
+import errno, socket, sys
+host, timeout = sys.argv[1], float(sys.argv[2])
+for port in sys.argv[3:]:
+    s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    s.settimeout(timeout)
+    try:
+        code = s.connect_ex((host, int(port)))
+    except socket.timeout:
+        code = errno.ETIMEDOUT
+    except OSError as err:
+        code = err.errno or -1
+    finally:
+        s.close()
+    if code == 0:
+        result = "open"
+    elif code == errno.ECONNREFUSED:
+        result = "refused"
+    elif code in (errno.ETIMEDOUT, errno.EAGAIN, errno.EINPROGRESS):
+        result = "timeout"
+    elif code in (errno.EHOSTUNREACH, errno.ENETUNREACH):
+        result = "unreachable"
+    else:
+        result = "error"
+    print("%s %s %s" % (host, port, result))
+'''
+
+IP_ADDR = Fact("ip_addr", command="ip -j addr show", parse=parse_ip_json, listed=False)
+NIC_SPEED = Fact("nic_speed", command='for d in /sys/class/net/*; do s=$(cat "$d/speed" 2>/dev/null) && '
+                                      'echo "${d##*/} $s"; done; true',
+                 parse=parse_nic_speeds, listed=False)
+
+
+def _interfaces(r: Reading) -> tuple[Interface, ...]:
+    interfaces = r[IP_ADDR] or ()
+    speeds = r[NIC_SPEED] or {}
+    if speeds:
+        interfaces = tuple(replace(i, speed_mbps=speeds.get(i.name)) for i in interfaces)
+    return interfaces
+
+
+INTERFACES = Derived("interfaces", _interfaces)
+NUMA_SYSFS = Fact("numa_sysfs", command='for n in /sys/devices/system/node/node[0-9]*; do [ -r "$n/cpulist" ] '
+                                        '&& echo "${n##*/} $(cat "$n/cpulist")"; done; true',
+                  parse=parse_numa_sysfs, none_when_blank=True, listed=False)
+LSCPU = Fact("lscpu", command="lscpu -J", parse=parse_lscpu_json, listed=False)
+# sysfs first; lscpu only when sysfs shows no NUMA node
+NUMA = Derived("numa", lambda r: r[NUMA_SYSFS] or r[LSCPU])
+
+
+def _df_command(p: GatherParams) -> str | None:
+    if not p.model_path:
+        return None
+    # the model directory may not exist yet: measure its nearest existing ancestor
+    return (f"p={quote(p.model_path)}; while [ ! -e \"$p\" ] && [ \"$p\" != / ]; do "
+            f"p=$(dirname \"$p\"); done; echo \"path=$p\"; df -P -T -B1 \"$p\"")
+
+
+def _probe_command(p: GatherParams) -> str | None:
+    if not (p.probe_host and p.probe_ports):
+        return None
+    ports = " ".join(str(int(port)) for port in p.probe_ports)
+    return f"{quote(p.python)} -c {quote(_PY_PROBE)} {quote(p.probe_host)} {float(p.probe_timeout_s)} {ports}"
+
+
+DISK = Fact("disk", section="df", command=_df_command, parse=parse_df_output)
+LISTENING = Fact("listening", section="ss", command="ss -Hltnp", parse=parse_ss_listen, default=())
+PROBES = Fact("probes", command=_probe_command, parse=parse_port_probes, default=())
+PYTHON = Fact("python", command=lambda p: f"{quote(p.python)} -c {quote(_PY_PACKAGES)}",
+              parse=parse_python_packages)
+OS_RELEASE = Fact("os_release", command="cat /etc/os-release", parse=parse_os_release, listed=False)
+UNAME = Fact("uname", command="uname -srm", parse=parse_uname, check_rc=False, listed=False)
+
+
+def _os(r: Reading) -> OsRelease | None:
+    release, uname = r[OS_RELEASE], r[UNAME]
+    if release is None or uname is None:
+        return release
+    return replace(release, kernel=uname.kernel, arch=uname.arch)
+
+
+OS = Derived("os", _os)
+NODE_NAME = Fact("node_name", section="hostname", command="hostname", parse=parse_node_name,
+                 check_rc=False, listed=False)
+GETENT = Fact("getent", command='getent ahosts "$(hostname)"', parse=parse_getent_ahosts, check_rc=False,
+              listed=False)
+
+
+def _hostname(r: Reading) -> HostnameFacts | None:
+    if r.section(NODE_NAME) is None:
+        return None
+    name, addresses = r[NODE_NAME], r[GETENT]
+    return HostnameFacts(name or "", addresses or ())
+
+
+HOSTNAME = Derived("hostname", _hostname)

@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from shlex import quote
 
+from ascendctl.facts.fact import Fact
+from ascendctl.facts.params import GatherParams
 from ascendctl.facts.versions import (
     InnerCode,
     InnerCodeRange,
@@ -186,3 +189,26 @@ def parse_version_cfg(text: str) -> VersionCfg | None:
 def parse_install_status(text: str) -> str | None:
     """`/etc/ascend_install.info`: `Driver_Install_Status=complete` when installed fully."""
     return parse_key_values(text).get("Driver_Install_Status")
+
+
+def _toolkit_command(p: GatherParams) -> str:
+    """The first install.info of the toolkit (or the CANN package that replaces it)."""
+    root = quote(p.root)
+    return (f"for f in {root}/ascend-toolkit/latest/*-linux/ascend_toolkit_install.info "
+            f"{root}/ascend-toolkit/latest/ascend_toolkit_install.info "
+            f"{root}/cann/latest/*-linux/ascend_toolkit_install.info; do "
+            f"if [ -f \"$f\" ]; then echo \"# path: $f\"; cat \"$f\"; exit 0; fi; done; "
+            f"echo 'no ascend_toolkit_install.info' >&2; exit 2")
+
+
+DRIVER = Fact("driver", section="version:driver", command=lambda p: f"cat {quote(p.root + '/driver/version.info')}",
+              parse=parse_driver_version_info)
+FIRMWARE = Fact("firmware", section="version:firmware",
+                command=lambda p: f"cat {quote(p.root + '/firmware/version.info')}",
+                parse=parse_firmware_version_info)
+TOOLKIT = Fact("toolkit", section="version:toolkit", command=_toolkit_command, parse=parse_toolkit_install_info)
+TOOLKIT_CFG = Fact("toolkit_cfg", section="version:cfg",
+                   command=lambda p: f"cat {quote(p.root + '/ascend-toolkit/latest/version.cfg')}",
+                   parse=parse_version_cfg)
+DRIVER_INSTALL_STATUS = Fact("driver_install_status", section="install_info",
+                             command="cat /etc/ascend_install.info", parse=parse_install_status)

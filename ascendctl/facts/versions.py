@@ -48,6 +48,9 @@ class Version:
     def __str__(self) -> str:
         return self.text
 
+    def to_json(self) -> str:
+        return self.text
+
     def _padded(self, other: "Version") -> tuple[tuple, tuple]:
         n = max(len(self.key), len(other.key))
         pad = (_RANK_RELEASE, 0)
@@ -161,6 +164,10 @@ class VersionRange:
         hi = self.high.text + ("." if self.hi_is_prefix else "")
         return f"[{self.low.text},{hi}]"
 
+    def to_json(self) -> str:
+        """As the version files write it (`ascendctl facts --json`)."""
+        return str(self)
+
 
 _BRACKET = re.compile(r"\[([^\]]*)\]")
 
@@ -200,6 +207,9 @@ class InnerCode:
     def __str__(self) -> str:
         return f"V{self.v:03d}R{self.r:03d}C{self.c:02d}"
 
+    def to_json(self) -> str:
+        return str(self)
+
 
 def parse_inner_code(text: str) -> InnerCode:
     m = _INNER.search(text)
@@ -220,6 +230,9 @@ class InnerCodeRange:
         if self.low == self.high:
             return f"[{self.low}]"
         return f"[{self.low},{self.high}]"
+
+    def to_json(self) -> str:
+        return str(self)
 
 
 def parse_inner_code_list(text: str) -> tuple[InnerCodeRange, ...]:

@@ -1,4 +1,6 @@
-"""`npu-smi info` main table: every capture parses to what a person reads in it."""
+"""`npu-smi info` beyond the captures of tests/facts/npu_smi/: the generation each table
+shows, edited tables (process rows, warnings, widths, health values) and the source's
+vocabulary."""
 
 from pathlib import Path
 
@@ -8,7 +10,8 @@ from ascendctl.facts.chip import ChipFamily, classify_chip
 from ascendctl.facts.npu_smi import TableLayout, parse_npu_smi_info
 from ascendctl.facts.npu_smi_detail import parse_board
 
-FIX = Path(__file__).resolve().parents[1] / "fixtures"
+TESTS = Path(__file__).resolve().parents[1]
+FIX = TESTS / "fixtures"
 
 
 def load(name: str) -> str:
@@ -17,53 +20,40 @@ def load(name: str) -> str:
     return text.split("\n", 1)[1]
 
 
-def test_910b3_idle_8npu():
-    info = parse_npu_smi_info(load("npu-smi_info_910B3_8npu_idle.txt"))
-    assert info.ok and info.error is None
-    assert info.tool_version == "24.1.0.3" and info.driver_version == "24.1.0.3"
-    assert info.layout == TableLayout.A2
-    assert info.npu_ids == (0, 1, 2, 3, 4, 5, 6, 7)
-    c0 = info.chips[0]
-    assert (c0.npu_id, c0.chip_id, c0.name, c0.health) == (0, 0, "910B3", "OK")
-    assert (c0.power_w, c0.temp_c, c0.bus_id) == (98.1, 41, "0000:C1:00.0")
-    assert (c0.hugepages_used, c0.hugepages_total) == (0, 0)
-    assert (c0.aicore_pct, c0.ddr_used_mb, c0.ddr_total_mb) == (0, 0, 0)
-    assert (c0.hbm_used_mb, c0.hbm_total_mb, c0.hbm_free_mb) == (3389, 65536, 65536 - 3389)
-    c6 = info.chips[6]
-    assert (c6.power_w, c6.temp_c, c6.bus_id, c6.hbm_used_mb) == (100.0, 45, "0000:41:00.0", 3380)
-    c7 = info.chips[7]
-    assert (c7.bus_id, c7.hbm_used_mb, c7.power_w) == ("0000:42:00.0", 3379, 94.8)
-    assert info.processes == () and info.idle_npus == (0, 1, 2, 3, 4, 5, 6, 7)
-    assert not info.driver_incomplete_warning
-    assert classify_chip(info).family == ChipFamily.A2_910B
+def case(name: str) -> str:
+    """A captured `npu-smi info` of tests/facts/npu_smi/ (its values: the .json next to it)."""
+    return (TESTS / "facts" / "npu_smi" / f"{name}.txt").read_text(encoding="utf-8").split("\n", 1)[1]
 
 
-def test_910b4_five_digit_hbm_loses_its_space():
-    info = parse_npu_smi_info(load("npu-smi_info_910B4_partial_1panel.txt"))
-    assert info.driver_version == "24.1.1"
-    assert [(c.npu_id, c.name, c.hbm_used_mb, c.hbm_total_mb) for c in info.chips] == [
-        (0, "910B4", 26838, 32768), (1, "910B4", 29356, 32768)]
-    assert info.chips[1].power_w == 87.0 and info.chips[1].temp_c == 30
-    assert classify_chip(info).family == ChipFamily.A2_910B
+# the generation each captured `npu-smi info` (tests/facts/npu_smi/) alone decides on
+CHIP_FAMILY = {
+    "910B3_8npu_idle": ChipFamily.A2_910B, "910B4_five_digit_hbm": ChipFamily.A2_910B,
+    "910B1_arthurchiao_elided": ChipFamily.A2_910B,
+    "910A_8npu_prints_910B": ChipFamily.GEN1_910,       # on-card DDR: first generation
+    "310P3": ChipFamily.INFERENCE_310, "310_atlas300": ChipFamily.INFERENCE_310,
+    "a3_two_dies_docstring": ChipFamily.A3_910_93, "950_v2_layout_doc": ChipFamily.GEN_950,
+}
 
 
-def test_910b1_blog_with_elisions():
-    info = parse_npu_smi_info(load("npu-smi_info_910B1_8npu_arthurchiao.txt"))
-    assert info.driver_version == "23.0.rc2"
-    assert info.npu_ids == (0, 1, 7)   # the author elided NPUs 2-6 with '...'
-    c7 = info.chips[-1]
-    assert (c7.name, c7.power_w, c7.temp_c, c7.bus_id, c7.hbm_used_mb) == ("910B1", 92.7, 48, "0000:42:00.0", 4174)
-
-
-def test_first_generation_910_prints_910b_but_has_ddr():
-    info = parse_npu_smi_info(load("npu-smi_info_910A_8npu.txt"))
-    assert info.driver_version == "24.1.0" and len(info.chips) == 8
-    assert {c.name for c in info.chips} == {"910B"}
-    c0, c3 = info.chips[0], info.chips[3]
-    assert (c0.ddr_used_mb, c0.ddr_total_mb, c0.hbm_used_mb, c0.hbm_total_mb) == (1197, 13553, 1365, 32768)
-    assert (c3.ddr_used_mb, c3.ddr_total_mb, c3.hbm_used_mb) == (2472, 15567, 3)
+@pytest.mark.parametrize("name,family", sorted(CHIP_FAMILY.items()))
+def test_chip_family_of_each_captured_table(name, family):
+    info = parse_npu_smi_info(case(name))
+    assert info.ok
     ident = classify_chip(info)
-    assert ident.family == ChipFamily.GEN1_910 and not ident.family.supported
+    assert ident.family == family and ident.family.supported == (family in (ChipFamily.A2_910B,
+                                                                            ChipFamily.A3_910_93))
+
+
+def test_error_outputs_are_not_ok():
+    for name in ("dcmi_8005", "dcmi_8005_no_device_access", "invalid_card", "blank"):
+        info = parse_npu_smi_info(case(name))
+        assert not info.ok and info.chips == () and classify_chip(info).family == ChipFamily.UNKNOWN
+
+
+def test_properties_over_the_idle_table():
+    info = parse_npu_smi_info(case("910B3_8npu_idle"))
+    assert info.npu_ids == tuple(range(8)) and info.chips[0].hbm_free_mb == 65536 - 3389
+    assert str(info.driver) == "24.1.0.3" and info.chips_of(6)[0].bus_id == "0000:41:00.0"
 
 
 def test_bare_910b_with_zero_ddr_is_decided_by_board_pci_id():
@@ -80,50 +70,6 @@ def test_bare_910b_with_zero_ddr_is_decided_by_board_pci_id():
     # with only the chip-level board: Chip Name 910A says first generation too
     only_two = parse_npu_smi_info("\n".join(l for l in text.splitlines()[:11]))
     assert classify_chip(only_two, chip_board=chip).family == ChipFamily.GEN1_910
-
-
-def test_310p_recognised_as_unsupported():
-    info = parse_npu_smi_info(load("npu-smi_info_310P3.txt"))
-    assert info.layout == TableLayout.INFERENCE and info.driver_version == "25.3.rc1"
-    (c,) = info.chips
-    assert (c.npu_id, c.chip_id, c.name, c.health) == (6, 0, "310P3", "OK")
-    assert c.power_w is None and c.temp_c == 50          # Power 'NA'
-    assert (c.ddr_used_mb, c.ddr_total_mb) == (1839, 21525)
-    assert c.hbm_used_mb is None and c.hbm_total_mb is None
-    assert info.idle_npus == (6,)
-    assert classify_chip(info).family == ChipFamily.INFERENCE_310
-
-
-def test_310_atlas300():
-    info = parse_npu_smi_info(load("npu-smi_info_310_atlas300_3000.txt"))
-    (c,) = info.chips
-    assert (c.name, c.power_w, c.temp_c, c.hugepages_used, c.hugepages_total) == ("310", 12.8, 61, 0, 969)
-    assert (c.ddr_used_mb, c.ddr_total_mb) == (577, 7759)
-    assert classify_chip(info).family == ChipFamily.INFERENCE_310
-
-
-def test_dcmi_8005_is_an_error():
-    text = load("npu-smi_error_outputs.txt")
-    info = parse_npu_smi_info(text[text.index("dcmi module"):text.index("#   npu-exporter")])
-    assert not info.ok and info.error_code == -8005
-    assert info.error == "dcmi module initialize failed. ret is -8005"
-    block2 = text[text.index("DrvMngGetConsoleLogLevel"):text.index("# (3)")]
-    assert parse_npu_smi_info(block2).error_code == -8005
-
-
-def test_blank_output_is_an_error():
-    # faultdiag fixture: `npu-smi info` printed nothing at all
-    text = load("faultdiag_npu_info_before_910A.txt")
-    start = text.index("/usr/local/bin/npu-smi info\n") + len("/usr/local/bin/npu-smi info\n")
-    output = text[start:text.index("/usr/local/Ascend/driver/tools/hccn_tool -i 0 -stat -g")]
-    assert output.strip() == ""
-    info = parse_npu_smi_info(output)
-    assert not info.ok and info.chips == () and "no device table" in info.error
-
-
-def test_invalid_card_is_an_error():
-    info = parse_npu_smi_info("Invalid card id.\nError parameter of -i\n")
-    assert not info.ok and "Invalid card id." in info.error
 
 
 def test_trailing_driver_warning_line():
@@ -162,18 +108,6 @@ def test_process_row_with_empty_name_in_container():
     info = parse_npu_smi_info(_with_process_rows(rows))
     (p,) = info.processes
     assert (p.pid, p.name, p.memory_mb) == (1234, "", 61234)
-
-
-def test_a3_two_dies_from_deployer_docstring():
-    text = load("ascend-deployer_new_npu_checks_py.txt")
-    block = text[text.index("        +---------"):text.index('        """\n        lines =')]
-    info = parse_npu_smi_info(block)
-    assert info.layout == TableLayout.A3 and info.tool_version == "25.3.rc1.b020"
-    assert [(c.npu_id, c.chip_id, c.phy_id, c.name, c.bus_id) for c in info.chips] == [
-        (0, 0, 0, "Ascend910", "0000:9D:00.0"), (0, 1, 1, "Ascend910", "0000:9F:00.0")]
-    assert info.chips[0].power_w == 161.9 and info.chips[1].power_w is None     # die 1 prints '-'
-    assert (info.chips[0].hbm_used_mb, info.chips[1].hbm_used_mb) == (3099, 2885)
-    assert classify_chip(info).family == ChipFamily.A3_910_93
 
 
 def _a3_table(processes: dict[int, list[tuple[int, int, str, int]]]) -> str:
@@ -216,19 +150,6 @@ def test_a3_sixteen_dies_with_processes():
     assert [(p.npu_id, p.chip_id, p.pid, p.name) for p in info.processes] == [
         (0, 0, 4001, ""), (0, 1, 4002, ""), (5, 1, 4100, "python3")]
     assert info.idle_npus == (1, 2, 3, 4, 6, 7)
-
-
-def test_950_v2_layout():
-    text = load("npu-smi_950_official_doc_examples.txt")
-    block = text[text.index("+-------", text.index("querying-basic-information")):]
-    block = block[:block.index("```")]
-    info = parse_npu_smi_info(block)
-    assert info.layout == TableLayout.V2
-    (c,) = info.chips
-    assert (c.npu_id, c.name, c.health, c.power_w, c.bus_id) == (0, "xxx", "OK", 204.4, "0000:91:00.0")
-    assert (c.hbm_used_mb, c.hbm_total_mb) == (4439, 86016)
-    assert info.idle_npus == (0,)
-    assert classify_chip(info).family == ChipFamily.GEN_950
 
 
 def test_wider_table_widths_do_not_matter():

@@ -1,4 +1,5 @@
-"""PCIe evidence for SR-IOV / ACS / Above-4G from lspci -vvv text."""
+"""PCIe evidence for SR-IOV / ACS / Above-4G beyond the captures of tests/facts/pci/: the
+inventory's lookups, edited copies of the constructed A2 node, and the DCMI id list."""
 
 from pathlib import Path
 
@@ -7,26 +8,18 @@ from ascendctl.facts.pci import parse_lspci_short, parse_lspci_vvv
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 
 
+def case(name: str) -> str:
+    return (FIX.parent / "facts" / "pci" / f"{name}.txt").read_text(encoding="utf-8").split("\n", 1)[1]
+
+
 def load(name: str) -> str:
     text = (FIX / name).read_text(encoding="utf-8")
     assert text.startswith("# source:")
     return text.split("\n", 1)[1]
 
 
-def test_real_capture_x550():
-    (d,) = parse_lspci_vvv(load("lspci_vv_x550_sriov_acs_capture.txt")).devices
-    assert d.address == "0000:05:00.0" and not d.is_npu and not d.is_bridge
-    # only the device's own BARs, not the VF BARs nested in the SR-IOV capability
-    assert [(r.index, r.address, r.size, r.prefetchable, r.is_64bit) for r in d.regions] == [
-        (0, 0x6004800000, 4 << 20, True, True), (4, 0x6004C04000, 16 << 10, True, True)]
-    assert d.sriov_present and d.sriov_enabled is False and d.sriov_num_vfs == 0 and d.sriov_total_vfs == 64
-    assert not d.sriov_on
-    assert d.acs_present and not d.acs_enabled and len(d.acs_ctl) == 7
-    assert d.capabilities_readable
-
-
 def test_constructed_910b_node_is_healthy():
-    inv = parse_lspci_vvv(load("lspci_vvv_910B_8npu_constructed.txt"))
+    inv = parse_lspci_vvv(case("a2_8npu_constructed"))
     npus = inv.npus()
     assert len(npus) == 8 and {d.device_id for d in npus} == {0xD802}
     assert [d.address for d in npus][:2] == ["0000:c1:00.0", "0000:c2:00.0"]

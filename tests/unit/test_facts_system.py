@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from ascendctl.facts.gather import _PY_PACKAGES
+from ascendctl.facts.system import _PY_PACKAGES
 from ascendctl.facts.system import (
     ClockSample,
     FactParseError,
