@@ -279,7 +279,7 @@ def test_mismatch_on_arrival_names_node_and_file(lab, tmp_path):
 def test_relay_hop_refuses_a_node_whose_host_key_does_not_match(lab, tmp_path):
     from ascendctl.inventory import load_inventory
     from ascendctl.transport import SshPool
-    from ascendctl.weights.openssh import agent_for
+    from ascendctl.weights.hopkeys import HopKeys
     from ascendctl.weights.plan import plan_for_inventory
     from ascendctl.weights.push import build_chains, gather_states
     from ascendctl.weights.relay import RELAY_KNOWN_HOSTS, run_chain
@@ -301,13 +301,13 @@ def test_relay_hop_refuses_a_node_whose_host_key_does_not_match(lab, tmp_path):
                  input=forged)
         chains = [c for c in build_chains(plan, states, accesses) if len(c[0]) == 2]
         assert chains and [a.name for a in chains[0][0]] == ["node0", "node1"]
-        agent = agent_for(inv.hosts)
+        hop_keys = HopKeys.for_chains(pool, accesses, chains[:1])
         try:
-            result = run_chain(*chains[0], env=agent.env() if agent else None,
-                               on_event=lambda event: None)
+            hop_keys.install()
+            result = run_chain(*chains[0], env=None, on_event=lambda event: None,
+                               push_id=hop_keys.push_id)
         finally:
-            if agent:
-                agent.stop()
+            assert hop_keys.remove() == []
             lab.exec("node0", ["rm", "-f", f"{ROOT}/{RELAY_KNOWN_HOSTS}"])
     assert result.exit_code != 0
     assert any("node1" in e for e in result.errors), result.errors
