@@ -205,6 +205,11 @@ class ServingSpec(Section):
     startup_timeout: int = Field(default=1800, ge=10, le=86400)
     hbm_watchdog_threshold: float = Field(default=0.97, gt=0.5, le=1.0)
     proxy: ProxySpec = ProxySpec()
+    # vllm-ascend reads no rank table on its MP/DP/Ray launch paths (the LLMDataDist
+    # connector and gen_ranktable were removed in Dec 2025, vllm-ascend PR #4941): hccl.json
+    # is rendered for HCCL tests and MindIE, and RANK_TABLE_FILE reaches the engine's
+    # environment only when this is true (e.g. for a plugin that still reads it).
+    export_rank_table: bool = False
 
     @field_validator("extra_args")
     @classmethod
