@@ -94,10 +94,20 @@ class SshSpec(Section):
     def _user(cls, value: str) -> str:
         return check.user(value)
 
-    @field_validator("private_key", "known_hosts")
+    @field_validator("private_key")
     @classmethod
     def _paths(cls, value: Optional[str]) -> Optional[str]:
         return None if value is None else _safe_path(value)
+
+    @field_validator("known_hosts")
+    @classmethod
+    def _known_hosts(cls, value: str) -> str:
+        # OpenSSH reads UserKnownHostsFile as a space-separated list of files
+        _safe_path(value)
+        if any(ch.isspace() for ch in value):
+            raise ValueError("must not contain spaces (OpenSSH would read it as several "
+                             "files)")
+        return value
 
     @field_validator("jump_host")
     @classmethod
