@@ -109,7 +109,7 @@ def timed_rsync(lab, model: Path, names: list[str]) -> float:
     started = time.monotonic()
     for name in names:
         node = lab.node(name)
-        sh(["rsync", "-a", "--whole-file", "-e", ssh, f"{model}/",
+        sh(["rsync", "-a", "--whole-file", "-e", ssh, "--", f"{model}/",
             f"root@{node.mgmt_ip}:/var/tmp/rsync-bench/"])
     return time.monotonic() - started
 
@@ -139,6 +139,8 @@ def main() -> int:
                    check=True, capture_output=True)          # hash once, outside the timings
     shaper = Shaper(args.rate)
     results: dict = {"size_bytes": sum(p.stat().st_size for p in model.iterdir()),
+                     # hops use per-push keys (weights/hopkeys.py), never `ssh -A`
+                     "agent_forwarding": False,
                      "nodes": args.nodes, "rate": args.rate,
                      "ideal_one_node_s": sum(p.stat().st_size for p in model.iterdir()) * 8
                      / (int(args.rate.removesuffix("mbit")) * 1e6)}

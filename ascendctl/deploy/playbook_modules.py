@@ -163,7 +163,7 @@ class ReleaseModel(Module):
             return ModuleResult(msg=f"would link {dest}")
         plan = context.weights_plan()
         if plan is None:
-            result = ctx.run(["ln", "-sfnT", ctx.inventory.model.path, dest])
+            result = ctx.run(["ln", "-sfnT", "--", ctx.inventory.model.path, dest])
             if not result.ok:
                 raise ModuleError(f"cannot link {dest}: {result.stderr.strip()[-200:]}")
             return ModuleResult(msg=f"{dest} -> {ctx.inventory.model.path}")

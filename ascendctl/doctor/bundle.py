@@ -36,12 +36,13 @@ def controller_secrets(inv: Inventory) -> list[str]:
 
 
 def scrub(collections: Sequence[NodeCollection], secrets: Sequence[str]) -> None:
+    """Redact again on the controller, with the node's own rules (secret-shaped values
+    and key=value forms, whatever the value) plus the values the controller knows."""
+    from ascendctl_runtime.doctor_node import redact
+
     for collection in collections:
         for path, text in collection.files.items():
-            for value in secrets:
-                if value in text:
-                    text = text.replace(value, REDACTED)
-            collection.files[path] = text
+            collection.files[path] = redact(text, sorted(secrets, key=len, reverse=True))
 
 
 def manifest(inv: Inventory, collections: Sequence[NodeCollection], findings: Sequence[Finding],

@@ -67,9 +67,9 @@ def _entry(raw: dict, index: int, path: Path) -> Signature:
 
 
 def load_signatures(path: Path = TABLE) -> tuple[Signature, ...]:
-    import yaml
+    from ascendctl.inventory.yamlsrc import load_yaml_data
 
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data = load_yaml_data(path, what="signature table")
     if not isinstance(data, list):
         raise InputError("the signature table must be a list", file=str(path))
     table = tuple(_entry(raw, i, path) for i, raw in enumerate(data))

@@ -18,6 +18,7 @@ from ascendctl.inventory.model import (
     ClusterSpec, DeploySpec, HostSpec, ModelSpec, NAME_RE, Section, ServingSpec, SloSpec,
     SshSpec, VersionsSpec,
 )
+from ascendctl.inventory.secretscan import find_secret
 from ascendctl.inventory.yamlsrc import SourceMap, YamlPath, dotted, load_yaml_with_lines
 
 CLUSTER_SECTIONS: dict[str, type[Section]] = {
@@ -40,7 +41,7 @@ SSH_ENV_OVERRIDES = {"private_key": "ASCENDCTL_SSH_KEY",
 def load_inventory(path: str | os.PathLike[str], *, check_files: bool = True) -> Inventory:
     """Load and validate. `check_files=False` skips controller-side file checks (key files)."""
     path = Path(path)
-    data, source = load_yaml_with_lines(path)
+    data, source = load_yaml_with_lines(path, what="inventory")
     return _Builder(path, source).build(data, check_files=check_files)
 
 
@@ -69,6 +70,13 @@ class _Builder:
             raise InputError("the inventory is empty", file=str(self.path))
         if not isinstance(data, dict):
             raise self.fail("the top level must be a mapping of groups (start with `all:`)", ())
+        # before anything else, so that no later message can echo a pasted secret
+        secret = find_secret(data)
+        if secret is not None:
+            where, kind = secret
+            raise self.fail(f"{kind} is not allowed in the inventory (the value is not "
+                            "shown); give the API key as serving.api_key: {env: VAR} or "
+                            "{file: /path/0600-file}", where)
         for name, group in data.items():
             self.walk_group(str(name), group, (name,), parents=[], ssh_layers=[],
                             custom_layers=[])
@@ -91,7 +99,7 @@ class _Builder:
     def walk_group(self, name: str, group: Any, path: YamlPath, parents: list[str],
                    ssh_layers: list[tuple[YamlPath, dict[str, Any]]],
                    custom_layers: list[dict[str, Any]]) -> None:
-        if not NAME_RE.match(name):
+        if not NAME_RE.fullmatch(name):
             raise self.fail(f"group name {name!r}: use letters, digits, '.', '_' or '-'", path)
         if name in ("head", "followers"):
             raise self.fail(f"group name {name!r} is reserved (ascendctl defines it from the "
@@ -149,7 +157,7 @@ class _Builder:
     def add_host(self, name: str, host_vars: Any, path: YamlPath, lineage: list[str],
                  ssh_layers: list[tuple[YamlPath, dict[str, Any]]],
                  custom_layers: list[dict[str, Any]]) -> None:
-        if not NAME_RE.match(name):
+        if not NAME_RE.fullmatch(name):
             raise self.fail(f"host name {name!r}: use letters, digits, '.', '_' or '-'", path)
         if host_vars is not None and not isinstance(host_vars, dict):
             raise self.fail("host variables must be a mapping", path)
@@ -183,11 +191,6 @@ class _Builder:
                 if key in ("cluster", "model"):
                     raise self.fail(f"missing section `{key}` under all.vars", base)
                 value = {}
-            if key == "serving" and isinstance(value, dict) and isinstance(
-                    value.get("api_key"), (str, int)):
-                raise self.fail("a literal API key is not allowed in the inventory; use "
-                                "api_key: {env: VAR} or api_key: {file: /path/0600-file}",
-                                base + ("serving", "api_key"))
             sections[key] = self.validate(model, value, base + (key,))
         return sections
 
@@ -215,9 +218,10 @@ class _Builder:
         else:
             message = first["msg"].removeprefix("Value error, ")
             given = first.get("input")
+            shown = repr(given)
             if given is not None and not isinstance(given, (dict, list)) \
-                    and repr(given) not in message:
-                message += f" (got {given!r})"
+                    and shown not in message:
+                message += f" (got {shown if len(shown) <= 60 else shown[:57] + '...'})"
         if isinstance(first.get("input"), bool):
             message += " (YAML reads yes/no/on/off as booleans: quote the value)"
         if len(errors) > 1:
@@ -345,6 +349,42 @@ class _Builder:
                     raise self.fail("A3 (rank table 1.2) needs super_pod_id and "
                                     "super_device_ids on every host", self.host_path(host))
         self.check_layout(len(hosts), cluster, serving)
+        self.check_ports(hosts, serving, sections["deploy"])
+
+    def check_ports(self, hosts: list[Host], serving: ServingSpec, deploy: DeploySpec) -> None:
+        """Ports that the same node listens on must differ."""
+        serving_path = ("all", "vars", "serving")
+        used: list[tuple[str, int, YamlPath]] = [
+            ("serving.port", serving.port, serving_path + ("port",))]
+        if serving.proxy.enabled:
+            used.append(("serving.proxy.port", serving.proxy.port,
+                         serving_path + ("proxy", "port")))
+        used.append(("deploy.exporter_port", deploy.exporter_port,
+                     ("all", "vars", "deploy", "exporter_port")))
+        if serving.mode == "dp":
+            used.append(("serving.data_parallel_rpc_port", serving.data_parallel_rpc_port,
+                         serving_path + ("data_parallel_rpc_port",)))
+        elif serving.mode == "mp" and len(hosts) > 1:
+            used.append(("serving.master_port", serving.master_port,
+                         serving_path + ("master_port",)))
+        elif serving.mode == "ray":
+            used.append(("serving.ray_port", serving.ray_port, serving_path + ("ray_port",)))
+        seen: dict[int, str] = {}
+        for label, port, path in used:
+            if port in seen:
+                # point at whichever of the two the file actually spells out
+                if path not in self.source.lines:
+                    path = next(p for lbl, _, p in used if lbl == seen[port])
+                    label, other = seen[port], label
+                else:
+                    other = seen[port]
+                raise self.fail(f"port {port} is also {other}: every port a node listens "
+                                "on must differ", path)
+            seen[port] = label
+        for host in hosts:
+            if host.ssh.port in seen:
+                raise self.fail(f"ssh port {host.ssh.port} is also {seen[host.ssh.port]} "
+                                "on the same node", self.ssh_field_path(host, "port"))
 
     def check_layout(self, nodes: int, cluster: ClusterSpec, serving: ServingSpec) -> None:
         serving_path = ("all", "vars", "serving")

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-import ipaddress
-import re
 from typing import Annotated, Any, Literal, Optional
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
-NIC_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,14}$")
-ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+from ascendctl.inventory import validators as check
+
+# kept for callers that test names: always used with fullmatch
+NAME_RE = check.NAME_PATTERN
+NIC_RE = check.NIC_PATTERN
+ENV_NAME_RE = check.ENV_NAME_PATTERN
+# upper bounds that keep arithmetic finite (the planner multiplies these)
+MAX_TOKENS = 1 << 24
 
 CHIP_HBM_GIB = {
     "910B1": 64, "910B2": 64, "910B2C": 64, "910B3": 64, "910B4": 32,
@@ -20,36 +23,19 @@ A3_CHIPS = {"Ascend910_93"}
 
 
 class Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    # strict: `rank: yes` is a boolean, not 1; no .inf/.nan for timeouts and limits
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True,
+                              strict=True, allow_inf_nan=False)
 
 
 def _safe_path(value: str) -> str:
     """Paths may hold spaces, quotes or shell metacharacters (they are always quoted),
-    but never control characters: a newline would split unit and environment files."""
-    if any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
-        raise ValueError("must not contain newlines or control characters")
-    if not value:
-        raise ValueError("must not be empty")
-    return value
+    but never control characters (a newline would split unit and environment files)
+    and never a leading dash (an option to ssh, rsync or ln)."""
+    return check.path(value)
 
 
-def _ipv4(value: str) -> str:
-    try:
-        return str(ipaddress.IPv4Address(value))
-    except ValueError:
-        raise ValueError(f"{value!r} is not an IPv4 address") from None
-
-
-IPv4 = Annotated[str, AfterValidator(_ipv4)]
-
-
-def _check_env(value: dict[str, str]) -> dict[str, str]:
-    for key, val in value.items():
-        if not ENV_NAME_RE.match(key):
-            raise ValueError(f"{key!r} is not an environment variable name")
-        if any(ord(ch) < 32 for ch in str(val)):
-            raise ValueError(f"{key}: values must not contain newlines or control characters")
-    return {key: str(val) for key, val in value.items()}
+IPv4 = Annotated[str, AfterValidator(check.unicast_ipv4)]
 
 
 class RoceSpec(Section):
@@ -62,16 +48,12 @@ class RoceSpec(Section):
     @field_validator("netmask")
     @classmethod
     def _netmask(cls, value: str) -> str:
-        try:
-            ipaddress.IPv4Network(f"0.0.0.0/{value}")
-        except ValueError:
-            raise ValueError(f"{value!r} is not a netmask") from None
-        return value
+        return check.netmask(value)
 
     @field_validator("gateway", "netdetect")
     @classmethod
     def _addr(cls, value: Optional[str]) -> Optional[str]:
-        return None if value is None else _ipv4(value)
+        return None if value is None else check.unicast_ipv4(value)
 
 
 class ClusterSpec(Section):
@@ -84,9 +66,7 @@ class ClusterSpec(Section):
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
-        if not NAME_RE.match(value):
-            raise ValueError("use letters, digits, '.', '_' or '-' (at most 63)")
-        return value
+        return check.name(value)
 
     @property
     def hbm_per_npu_gib(self) -> int:
@@ -106,27 +86,33 @@ class SshSpec(Section):
     jump_host: Optional[str] = None
     connect_timeout: float = Field(default=10, gt=0, le=600)
     connect_retries: int = Field(default=2, ge=0, le=10)
-    command_timeout: float = Field(default=600, gt=0)
+    command_timeout: float = Field(default=600, gt=0, le=86400)
     become: Optional[bool] = None  # None: sudo exactly when user is not root
 
     @field_validator("user")
     @classmethod
     def _user(cls, value: str) -> str:
-        if not re.match(r"^[a-z_][a-z0-9_.-]{0,31}$", value):
-            raise ValueError("not a valid user name")
-        return value
+        return check.user(value)
 
-    @field_validator("private_key", "known_hosts")
+    @field_validator("private_key")
     @classmethod
     def _paths(cls, value: Optional[str]) -> Optional[str]:
         return None if value is None else _safe_path(value)
 
+    @field_validator("known_hosts")
+    @classmethod
+    def _known_hosts(cls, value: str) -> str:
+        # OpenSSH reads UserKnownHostsFile as a space-separated list of files
+        _safe_path(value)
+        if any(ch.isspace() for ch in value):
+            raise ValueError("must not contain spaces (OpenSSH would read it as several "
+                             "files)")
+        return value
+
     @field_validator("jump_host")
     @classmethod
     def _jump(cls, value: Optional[str]) -> Optional[str]:
-        if value is not None and not re.match(r"^([A-Za-z0-9_.-]+@)?[A-Za-z0-9_.:\[\]-]+$", value):
-            raise ValueError("use [user@]host[:port]")
-        return value
+        return None if value is None else check.jump_host(value)
 
     @property
     def uses_sudo(self) -> bool:
@@ -143,7 +129,7 @@ class SecretRef(Section):
     def _exactly_one(self) -> "SecretRef":
         if (self.env is None) == (self.file is None):
             raise ValueError("give exactly one of `env` or `file`")
-        if self.env is not None and not ENV_NAME_RE.match(self.env):
+        if self.env is not None and not ENV_NAME_RE.fullmatch(self.env):
             # never echo the value: someone may have pasted the key itself here
             raise ValueError("env must name an environment variable (letters, digits, _)")
         if self.file is not None:
@@ -165,17 +151,26 @@ class ModelSpec(Section):
     served_name: Optional[str] = None
     trust_remote_code: bool = False
 
-    @field_validator("source", "path", "config")
+    @field_validator("source", "config")
     @classmethod
     def _paths(cls, value: Optional[str]) -> Optional[str]:
         return None if value is None else _safe_path(value)
 
+    @field_validator("path")
+    @classmethod
+    def _node_path(cls, value: Optional[str]) -> Optional[str]:
+        # the release's model link points here (`ln -sfnT -- PATH model`)
+        return None if value is None else check.absolute_path(value)
+
+    @field_validator("name", "builtin_config")
+    @classmethod
+    def _text(cls, value: Optional[str]) -> Optional[str]:
+        return None if value is None else check.safe_token(value)
+
     @field_validator("served_name")
     @classmethod
     def _served(cls, value: Optional[str]) -> Optional[str]:
-        if value is not None and not re.match(r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$", value):
-            raise ValueError("use letters, digits and . _ : / -")
-        return value
+        return None if value is None else check.served_name(value)
 
     @model_validator(mode="after")
     def _one_location(self) -> "ModelSpec":
@@ -202,9 +197,9 @@ class ServingSpec(Section):
     data_parallel_rpc_port: int = Field(default=29550, ge=1, le=65535)
     master_port: int = Field(default=29501, ge=1, le=65535)
     ray_port: int = Field(default=6379, ge=1, le=65535)
-    max_model_len: int = Field(default=32768, ge=16)
-    max_num_seqs: int = Field(default=16, ge=1)
-    max_num_batched_tokens: Optional[int] = Field(default=None, ge=16)
+    max_model_len: int = Field(default=32768, ge=16, le=MAX_TOKENS)
+    max_num_seqs: int = Field(default=16, ge=1, le=65536)
+    max_num_batched_tokens: Optional[int] = Field(default=None, ge=16, le=MAX_TOKENS)
     gpu_memory_utilization: float = Field(default=0.9, gt=0.05, le=0.99)
     enable_prefix_caching: Optional[bool] = None
     speculative_config: Optional[dict[str, Any]] = None
@@ -215,28 +210,34 @@ class ServingSpec(Section):
     env: dict[str, Any] = {}
     engine: str = "vllm"
     api_key: Optional[SecretRef] = None
-    hccl_connect_timeout: int = Field(default=600, ge=30)
-    hccl_exec_timeout: int = Field(default=1836, ge=30)
-    startup_timeout: int = Field(default=1800, ge=10)
+    hccl_connect_timeout: int = Field(default=600, ge=30, le=86400)
+    hccl_exec_timeout: int = Field(default=1836, ge=30, le=86400)
+    startup_timeout: int = Field(default=1800, ge=10, le=86400)
     hbm_watchdog_threshold: float = Field(default=0.97, gt=0.5, le=1.0)
     proxy: ProxySpec = ProxySpec()
+    # vllm-ascend reads no rank table on its MP/DP/Ray launch paths (the LLMDataDist
+    # connector and gen_ranktable were removed in Dec 2025, vllm-ascend PR #4941): hccl.json
+    # is rendered for HCCL tests and MindIE, and RANK_TABLE_FILE reaches the engine's
+    # environment only when this is true (e.g. for a plugin that still reads it).
+    export_rank_table: bool = False
 
     @field_validator("extra_args")
     @classmethod
     def _args(cls, value: list[str]) -> list[str]:
+        # flags for `vllm serve` (after the model operand): dashes are the point here
         for arg in value:
-            _safe_path(arg)
+            check.text(arg)
         return value
 
-    @field_validator("env")
+    @field_validator("env", mode="before")
     @classmethod
-    def _env(cls, value: dict[str, str]) -> dict[str, str]:
-        return _check_env(value)
+    def _env(cls, value: Any) -> Any:
+        return check.environment(value) if isinstance(value, dict) else value
 
     @field_validator("engine")
     @classmethod
     def _engine(cls, value: str) -> str:
-        return _safe_path(value)
+        return check.executable(value)
 
     @property
     def dp_local(self) -> int:
@@ -257,7 +258,14 @@ class VersionsSpec(Section):
     @classmethod
     def _as_text(cls, value: Any) -> Any:
         # YAML reads 3.11 as a float; versions are text.
-        return str(value) if isinstance(value, (int, float)) else value
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return str(value)
+        return value
+
+    @field_validator("*")
+    @classmethod
+    def _token(cls, value: Optional[str]) -> Optional[str]:
+        return None if value is None else check.safe_token(value)
 
 
 class DeploySpec(Section):
@@ -266,13 +274,15 @@ class DeploySpec(Section):
     python: str = "/usr/bin/python3"   # the nodes' interpreter for the runtime (stdlib only)
     exporter_port: int = Field(default=9101, ge=1, le=65535)
 
-    @field_validator("root", "python")
+    @field_validator("root")
+    @classmethod
+    def _root(cls, value: str) -> str:
+        return check.deploy_root(value)
+
+    @field_validator("python")
     @classmethod
     def _absolute(cls, value: str) -> str:
-        _safe_path(value)
-        if not value.startswith("/"):
-            raise ValueError("must be an absolute path on the nodes")
-        return value.rstrip("/") or "/"
+        return check.absolute_path(value)
 
 
 class SloSpec(Section):
@@ -301,30 +311,34 @@ class HostSpec(Section):
     @field_validator("cpus")
     @classmethod
     def _cpus(cls, value: Optional[str]) -> Optional[str]:
-        if value is not None and not re.match(r"^\d+(-\d+)?(,\d+(-\d+)?)*$", value):
-            raise ValueError("use a CPU list such as 0-23,48-71")
-        return value
+        return None if value is None else check.cpu_list(value)
 
-    @field_validator("env")
+    @field_validator("env", mode="before")
     @classmethod
-    def _env(cls, value: dict[str, str]) -> dict[str, str]:
-        return _check_env(value)
+    def _env(cls, value: Any) -> Any:
+        return check.environment(value) if isinstance(value, dict) else value
 
     @field_validator("ansible_host")
     @classmethod
     def _address(cls, value: str) -> str:
-        if not re.match(r"^[A-Za-z0-9_.:-]+$", value):
-            raise ValueError("not a host name or IP address")
-        return value
+        return check.host(value)
 
     @field_validator("ip")
     @classmethod
     def _ip(cls, value: Optional[str]) -> Optional[str]:
-        return None if value is None else _ipv4(value)
+        return None if value is None else check.unicast_ipv4(value)
 
     @field_validator("nic")
     @classmethod
     def _nic(cls, value: Optional[str]) -> Optional[str]:
-        if value is not None and not NIC_RE.match(value):
-            raise ValueError("not a network interface name")
-        return value
+        return None if value is None else check.nic(value)
+
+    @field_validator("ansible_user")
+    @classmethod
+    def _login(cls, value: Optional[str]) -> Optional[str]:
+        return None if value is None else check.user(value)
+
+    @field_validator("ansible_ssh_private_key_file")
+    @classmethod
+    def _key(cls, value: Optional[str]) -> Optional[str]:
+        return None if value is None else _safe_path(value)

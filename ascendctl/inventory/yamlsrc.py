@@ -7,6 +7,7 @@ or key is a mistake, so the document is composed into nodes and converted here.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,18 +34,58 @@ class SourceMap:
         return self.lines.get((), None)
 
 
-def load_yaml_with_lines(path: Path) -> tuple[Any, SourceMap]:
-    import yaml
+MAX_YAML_BYTES = 1 << 20        # an inventory is a few KiB
+MAX_YAML_DEPTH = 64
+MAX_YAML_VALUES = 100_000       # after alias expansion: refuses alias bombs
+MAX_INT_DIGITS = 30
+_PLAIN_KEY = re.compile(r"[^\s\x00-\x1f\x7f-\x9f\[\]\ud800-\udfff]+")
+PLAIN_COLLECTION_TAGS = ("tag:yaml.org,2002:map", "tag:yaml.org,2002:seq")
+
+
+def load_yaml_with_lines(path: Path, *, max_bytes: int = MAX_YAML_BYTES,
+                         what: str = "YAML file") -> tuple[Any, SourceMap]:
+    """The one way a YAML file the operator gives us is read: a regular file of at most
+    `max_bytes`, nesting at most MAX_YAML_DEPTH deep, at most MAX_YAML_VALUES values once
+    aliases are expanded (each node is converted once and shared), every syntax or value
+    error an InputError naming file and line."""
+    from ascendctl.inventory.inputfile import read_input_text
 
     source = SourceMap(file=str(path))
+    text = read_input_text(path, limit=max_bytes, what=what)
+    root = _compose(text, str(path))
+    if root is None:
+        return None, source
+    source.lines[()] = root.start_mark.line + 1
+    _check_expanded_size(root, source.file)
+    return _Converter(source).convert(root, ()), source
+
+
+def load_yaml_data(path: Path, *, max_bytes: int = MAX_YAML_BYTES, what: str = "file") -> Any:
+    """Like load_yaml_with_lines, for files whose line map nobody needs."""
+    return load_yaml_with_lines(path, max_bytes=max_bytes, what=what)[0]
+
+
+def _compose(text: str, file: str) -> Any:
+    import yaml
+
+    class BoundedLoader(yaml.SafeLoader):
+        depth = 0
+
+        def compose_node(self, parent, index):   # noqa: ANN001 (PyYAML's signature)
+            self.depth += 1
+            try:
+                if self.depth > MAX_YAML_DEPTH:
+                    mark = self.peek_event().start_mark
+                    raise InputError(f"nested more than {MAX_YAML_DEPTH} levels deep",
+                                     file=file, line=mark.line + 1)
+                return super().compose_node(parent, index)
+            finally:
+                self.depth -= 1
+
+    loader = None
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError("file not found", file=str(path)) from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise InputError(f"cannot read: {err}", file=str(path)) from None
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        loader = BoundedLoader(text)
+        return loader.get_single_node()
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
         line = mark.line + 1 if mark else None
@@ -52,50 +93,159 @@ def load_yaml_with_lines(path: Path) -> tuple[Any, SourceMap]:
         if err.context and err.context_mark and err.problem_mark \
                 and err.context_mark.line != err.problem_mark.line:
             problem += f" ({err.context} that started on line {err.context_mark.line + 1})"
-        raise InputError(f"YAML syntax error: {problem}", file=str(path), line=line) from None
+        raise InputError(f"YAML syntax error: {problem}", file=file, line=line) from None
+    except yaml.reader.ReaderError as err:
+        line = text[:err.position].count("\n") + 1
+        code = err.character if isinstance(err.character, int) else ord(err.character)
+        raise InputError(f"YAML error: character {code:#x} is not allowed "
+                         "(control characters must be written as escapes in quotes)",
+                         file=file, line=line) from None
     except yaml.YAMLError as err:
-        raise InputError(f"YAML error: {err}", file=str(path)) from None
-    if root is None:
-        return None, source
-    source.lines[()] = root.start_mark.line + 1
-    scalar_loader = yaml.SafeLoader("")
-    return _convert(root, (), source, scalar_loader), source
+        raise InputError(f"YAML error: {str(err).splitlines()[0]}", file=file) from None
+    except RecursionError:
+        raise InputError("nested too deeply", file=file) from None
+    finally:
+        if loader is not None:
+            loader.dispose()
 
 
-def _convert(node: Any, path: YamlPath, source: SourceMap, scalar_loader: Any) -> Any:
+def _check_expanded_size(root: Any, file: str) -> None:
+    """Count the values the document holds with every alias expanded, without expanding
+    (a memo per node: linear in the file). Refuse a document over MAX_YAML_VALUES and a
+    recursive alias (a node that contains itself)."""
+    import yaml
+
+    sizes: dict[int, int] = {}
+    # iterative post-order walk: (node, children pushed?)
+    stack: list[tuple[Any, bool]] = [(root, False)]
+    on_path: set[int] = set()
+    while stack:
+        node, expanded = stack.pop()
+        key = id(node)
+        if expanded:
+            on_path.discard(key)
+            children = _children(node)
+            total = 1 + sum(sizes[id(child)] for child in children)
+            if total > MAX_YAML_VALUES:
+                raise InputError(f"aliases expand to more than {MAX_YAML_VALUES} values "
+                                 "(an alias bomb?)", file=file,
+                                 line=node.start_mark.line + 1)
+            sizes[key] = total
+            continue
+        if key in sizes:
+            continue
+        if key in on_path:
+            raise InputError("a recursive alias (a value that contains itself)", file=file,
+                             line=node.start_mark.line + 1)
+        if isinstance(node, yaml.ScalarNode):
+            sizes[key] = 1
+            continue
+        on_path.add(key)
+        stack.append((node, True))
+        for child in _children(node):
+            if id(child) in on_path:
+                raise InputError("a recursive alias (a value that contains itself)",
+                                 file=file, line=child.start_mark.line + 1)
+            if id(child) not in sizes:
+                stack.append((child, False))
+
+
+def _children(node: Any) -> list[Any]:
     import yaml
 
     if isinstance(node, yaml.MappingNode):
-        result: dict[Any, Any] = {}
-        for key_node, value_node in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                raise InputError("YAML merge keys (<<) are not supported",
-                                 file=source.file, line=key_node.start_mark.line + 1)
-            key = _convert(key_node, path, source, scalar_loader)
-            if not isinstance(key, (str, int)):
-                raise InputError("mapping keys must be plain strings", file=source.file,
-                                 line=key_node.start_mark.line + 1,
-                                 field=_dotted(path))
-            key_path = path + (key,)
-            line = key_node.start_mark.line + 1
-            if key in result:
-                first = source.lines.get(key_path)
-                raise InputError(f"duplicate key {key!r} (first defined on line {first})",
-                                 file=source.file, line=line, field=_dotted(key_path))
-            source.lines[key_path] = line
-            result[key] = _convert(value_node, key_path, source, scalar_loader)
-        return result
+        return [part for pair in node.value for part in pair]
     if isinstance(node, yaml.SequenceNode):
-        items = []
-        for index, item_node in enumerate(node.value):
-            source.lines[path + (index,)] = item_node.start_mark.line + 1
-            items.append(_convert(item_node, path + (index,), source, scalar_loader))
-        return items
-    try:
-        return scalar_loader.construct_object(node, deep=True)
-    except yaml.constructor.ConstructorError as err:
-        raise InputError(f"bad value: {err.problem}", file=source.file,
-                         line=node.start_mark.line + 1, field=_dotted(path)) from None
+        return list(node.value)
+    return []
+
+
+class _Converter:
+    """Nodes to Python values, once per node (an alias shares the first conversion), and
+    the line of every key and item reached without an alias."""
+
+    def __init__(self, source: SourceMap):
+        import yaml
+
+        self.source = source
+        self.scalars = yaml.SafeLoader("")
+        self.done: dict[int, Any] = {}
+
+    def convert(self, node: Any, path: YamlPath) -> Any:
+        key = id(node)
+        if key in self.done:
+            return self.done[key]
+        value = self._convert(node, path)
+        self.done[key] = value
+        return value
+
+    def _convert(self, node: Any, path: YamlPath) -> Any:
+        import yaml
+
+        source = self.source
+        if not isinstance(node, yaml.ScalarNode) and node.tag not in PLAIN_COLLECTION_TAGS:
+            raise InputError(f"bad value: the tag {node.tag} is not supported",
+                             file=source.file, line=node.start_mark.line + 1,
+                             field=_dotted(path) or None)
+        if isinstance(node, yaml.MappingNode):
+            result: dict[Any, Any] = {}
+            for key_node, value_node in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    raise InputError("YAML merge keys (<<) are not supported",
+                                     file=source.file, line=key_node.start_mark.line + 1)
+                key = self.convert(key_node, path)
+                if isinstance(key, bool) or not isinstance(key, (str, int)):
+                    raise InputError("mapping keys must be plain strings", file=source.file,
+                                     line=key_node.start_mark.line + 1,
+                                     field=_dotted(path) or None)
+                key_path = path + (key,)
+                line = key_node.start_mark.line + 1
+                if key in result:
+                    first = source.lines.get(key_path)
+                    raise InputError(f"duplicate key {_short(key)} (first defined on line "
+                                     f"{first})", file=source.file, line=line,
+                                     field=_dotted(key_path))
+                source.lines.setdefault(key_path, line)
+                result[key] = self.convert(value_node, key_path)
+            return result
+        if isinstance(node, yaml.SequenceNode):
+            items = []
+            for index, item_node in enumerate(node.value):
+                source.lines.setdefault(path + (index,), item_node.start_mark.line + 1)
+                items.append(self.convert(item_node, path + (index,)))
+            return items
+        return self.scalar(node, path)
+
+    def scalar(self, node: Any, path: YamlPath) -> Any:
+        import datetime
+
+        line = node.start_mark.line + 1
+        where = {"file": self.source.file, "line": line, "field": _dotted(path) or None}
+        if node.tag == "tag:yaml.org,2002:int" and \
+                sum(ch.isdigit() for ch in node.value) > MAX_INT_DIGITS:
+            raise InputError(f"integer of more than {MAX_INT_DIGITS} digits", **where)
+        try:
+            value = self.scalars.construct_object(node, deep=True)
+        except Exception as err:  # noqa: BLE001 - every constructor failure is bad input
+            problem = getattr(err, "problem", None) or _reason(err)
+            raise InputError(f"bad value: {problem}", **where) from None
+        if isinstance(value, (datetime.date, datetime.datetime)):
+            return value.isoformat()     # an unquoted date is text wherever it lands
+        if isinstance(value, bytes):
+            raise InputError("binary values are not supported", **where)
+        return value
+
+
+def _reason(err: Exception) -> str:
+    if isinstance(err, KeyError):
+        return "not a value of its type"
+    text = str(err).splitlines()[0] if str(err) else type(err).__name__
+    return text[:120]
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _dotted(path: YamlPath) -> str:
@@ -103,6 +253,9 @@ def _dotted(path: YamlPath) -> str:
     for part in path:
         if isinstance(part, int):
             parts.append(f"[{part}]")
+        elif not _PLAIN_KEY.fullmatch(str(part)):
+            # a key with a newline or control character must not split the message line
+            parts.append(f"[{_short(str(part))}]")
         else:
             parts.append(("." if parts else "") + str(part))
     return "".join(parts)

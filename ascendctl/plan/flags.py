@@ -28,6 +28,15 @@ def parallel_flags(layout: Layout) -> list[str]:
     return flags
 
 
+# Checked against the vllm-ascend tutorial "Qwen3.5-397B-A17B", section "Multi-node
+# Deployment with MP" (docs/source/tutorials/models/Qwen3.5-397B-A17B.md, as published for
+# releases-v0.22.1rc and main; the model needs >= v0.17.0rc1): both nodes also pass
+# `--seed 1024` and `--async-scheduling`, and the speculative config carries
+# `"enforce_eager": true` ({"method": "qwen3_5_mtp", "num_speculative_tokens": 3,
+# "enforce_eager": true}); the A2 multi-node example omits --quantization ascend, the A3
+# single-node one passes it. None of these is a default here: add them with
+# serving.extra_args / serving.speculative_config (the reference inventory keeps FACTS.md's
+# recipe verbatim, which the acceptance test compares flag by flag).
 def engine_flags(serving: ServingSpec, model: ModelSpec, layout: Layout, *,
                  checkpoint_dtype: str | None) -> list[str]:
     """Flags shared by every rank, after the launch-mode flags, in the recipe's order.

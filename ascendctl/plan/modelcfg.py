@@ -9,7 +9,6 @@ Multimodal configs nest the decoder under `text_config`; the vision tower is siz
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -141,12 +140,12 @@ class ModelConfig:
 
 def load_model_config(path: str | Path) -> ModelConfig:
     path = Path(path)
-    try:
-        raw = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise InputError("model config not found", file=str(path)) from None
-    except (OSError, json.JSONDecodeError) as err:
-        raise InputError(f"cannot read model config: {err}", file=str(path)) from None
+    from ascendctl.inventory.inputfile import load_json_file
+
+    if not path.exists():
+        raise InputError("model config not found", file=str(path))
+    # bounded: a regular file, nesting and numbers checked, every failure an InputError
+    raw = load_json_file(path, what="model config")
     if not isinstance(raw, dict):
         raise InputError("model config must be a JSON object", file=str(path))
     return parse_model_config(raw, source=str(path))

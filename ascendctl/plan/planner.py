@@ -59,9 +59,12 @@ class StagePlan:
 
     @property
     def max_seqs(self) -> int:
+        """vLLM's count: whole blocks of `page x group size` bytes, then whole requests
+        (kvcache.Allocation.max_requests)."""
         if self.kv_budget <= 0 or self.sequence["total"] <= 0:
             return 0 if self.kv_budget <= 0 else 1 << 30
-        return int(self.kv_budget // self.sequence["total"])
+        block = self.sequence["page_bytes"] * self.sequence["group_size"]
+        return int(self.kv_budget // block) // self.sequence["blocks_per_sequence"]
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -74,6 +77,10 @@ class StagePlan:
             "kv_bytes_per_token": self.sequence["kv_per_token"],
             "state_bytes_per_sequence": self.sequence["state"],
             "bytes_per_sequence": self.sequence["total"],
+            "kv_block_size": self.sequence["block_size"],
+            "kv_page_bytes": self.sequence["page_bytes"],
+            "kv_groups": self.sequence["kv_groups"],
+            "kv_blocks_per_sequence": self.sequence["blocks_per_sequence"],
             "max_sequences": self.max_seqs,
         }
 
@@ -172,8 +179,8 @@ def plan_layout(cfg: ModelConfig, layout: Layout, work: Workload) -> LayoutPlan:
         weights = stage_weight_bytes(cfg, layout, fmt, stage, layers, with_mtp=mtp)
         seq = mem.sequence_bytes(cfg, layout, layers, max_model_len=work.max_model_len,
                                  kv_bytes=act_bytes, dtype_bytes=act_bytes,
-                                 num_spec=num_spec, mtp_layers=cfg.mtp_layers if mtp and last
-                                 else 0)
+                                 num_spec=num_spec, mtp_layers=cfg.mtp_layers if mtp else 0,
+                                 last_stage=last)
         act = mem.activation_bytes(cfg, layout, layers,
                                    batched_tokens=work.max_num_batched_tokens,
                                    max_num_seqs=work.max_num_seqs, act_bytes=act_bytes,

@@ -116,12 +116,14 @@ def engine_environment(inv: Inventory, host: Host, release: str, *,
         ("TASK_QUEUE_ENABLE", "1"),
         ("PYTORCH_NPU_ALLOC_CONF", "expandable_segments:True"),
         ("VLLM_HOST_IP", host.ip),
-        ("RANK_TABLE_FILE", f"{release}/hccl.json"),
         # the engine may take the whole start-up budget to load and compile
         ("VLLM_ENGINE_READY_TIMEOUT_S", str(s.startup_timeout)),
         ("VLLM_RPC_TIMEOUT", str(s.startup_timeout * 1000)),
         ("HF_HUB_OFFLINE", "1"),
     ]
+    if s.export_rank_table:
+        # only when asked: vllm-ascend no longer reads it (serving.export_rank_table)
+        pairs.append(("RANK_TABLE_FILE", f"{release}/hccl.json"))
     if s.mode == "ray":
         npus = ",".join(str(i) for i in range(inv.cluster.npus_per_node))
         pairs += [("RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES", "1"),

@@ -9,7 +9,7 @@ from pathlib import Path, PurePosixPath
 from ascendctl.errors import InputError
 from ascendctl.fileio import write_atomic
 
-RELEASE_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+RELEASE_ID_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
 REDACTED = "<redacted: render with --show-secrets>"
 
 

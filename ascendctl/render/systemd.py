@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-_SAFE = re.compile(r"^[A-Za-z0-9_@%+=:,./-]+$")
+_SAFE = re.compile(r"\A[A-Za-z0-9_@%+=:,./-]+\Z")  # \Z: "a\n" is not safe
 
 
 def escape_specifiers(value: str) -> str:

@@ -15,7 +15,7 @@ from typing import Union
 
 Arg = Union[str, int, float, "os.PathLike[str]"]
 
-ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+ENV_NAME_RE = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")  # \Z: no trailing newline
 SCRIPT_NAME = "ascendctl"  # $0 of `sh -c SCRIPT $0 ARGS...`
 
 

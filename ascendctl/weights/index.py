@@ -26,13 +26,10 @@ def read_index(root: Path) -> dict | None:
         return None
     where = str(path)
     resolve_inside(root, INDEX_NAME, where=where)
-    try:
-        text = path.read_text()
-        data = json.loads(text)
-    except OSError as err:
-        raise InputError(f"cannot read: {err.strerror}", file=where) from None
-    except ValueError as err:
-        raise InputError(f"not JSON: {err}", file=where) from None
+    from ascendctl.inventory.inputfile import parse_json, read_input_text
+
+    text = read_input_text(path, limit=256 << 20, what="weights index")
+    data = parse_json(text, file=where, what="weights index")
     if not isinstance(data, dict) or not isinstance(data.get("weight_map"), dict):
         raise InputError("needs a `weight_map` object", file=where, field="weight_map")
     weight_map: dict[str, str] = {}

@@ -164,8 +164,13 @@ def build_plan(root: Path, nodes: list[NodeSpec], *, mode: str, tp: int, pp: int
 
 def _model_config(root: Path) -> dict:
     path = root / "config.json"
+    from ascendctl.inventory.inputfile import load_json_file
+
+    if not path.is_file():
+        raise InputError("a pipeline-parallel plan needs config.json (num_hidden_layers)",
+                         file=str(path))
     try:
-        config = json.loads(path.read_text())
+        config = load_json_file(path, what="config.json")
     except OSError:
         raise InputError("a pipeline-parallel plan needs config.json (num_hidden_layers)",
                          file=str(path)) from None

@@ -17,7 +17,8 @@ import time
 from dataclasses import dataclass, field
 
 from ascendctl.errors import AscendctlError
-from ascendctl.weights.openssh import agent_for, relay_known_hosts
+from ascendctl.weights.hopkeys import HopKeys
+from ascendctl.weights.openssh import relay_known_hosts
 from ascendctl.weights.plan import NodePlan, WeightsPlan
 from ascendctl.weights.progress import PushProgress, human_bytes
 from ascendctl.weights.relay import RELAY_KNOWN_HOSTS, ChainResult, NodeAccess, Record, run_chain
@@ -190,23 +191,28 @@ def _push(inv, plan: WeightsPlan, pool, started: float, show_progress: bool) -> 
     if chains:
         relay_hosts = [accesses[a.name].host for chain, _ in chains for a in chain[1:]]
         forwarders = sorted({a.name for chain, _ in chains for a in chain[:-1]})
-        agent = agent_for(inv.hosts) if relay_hosts else None
+        hop_keys = HopKeys.for_chains(pool, accesses, chains)
         try:
             if relay_hosts:
                 _put_known_hosts(pool, accesses, forwarders, relay_known_hosts(relay_hosts))
+                hop_keys.install()
             with PushProgress(totals, enabled=show_progress) as progress:
-                for chain, records in chains:
+                for index, (chain, records) in enumerate(chains):
                     progress.new_session()
-                    result = run_chain(chain, records, env=agent.env() if agent else None,
-                                       on_event=progress.on_event)
+                    result = run_chain(chain, records, env=None, on_event=progress.on_event,
+                                       push_id=hop_keys.push_id, chain_index=index)
                     results.append(result)
                     if result.errors and result.exit_code not in (0, 1):
                         break
         finally:
-            if agent is not None:
-                agent.stop()
             if relay_hosts:
+                cleanup_errors = hop_keys.remove()
                 _remove_known_hosts(pool, accesses, forwarders)
+                if cleanup_errors:
+                    import sys
+
+                    print("warning: could not remove the relay's hop keys (they expire by "
+                          "themselves): " + "; ".join(cleanup_errors), file=sys.stderr)
     errors = _collect(plan, chains, results, nodes, links)
     summary = PushSummary(not errors, time.monotonic() - started,
                           sum(r.jump_bytes for r in results), links, nodes,

@@ -1,5 +1,6 @@
 """One relay chain: the jump host streams once into the first node, each node writes what
-is its own and forwards the stream to the next over ssh.
+is its own and forwards the stream to the next over ssh (with a key made for that hop
+of that push, see hopkeys.py: no agent is forwarded).
 
     jump host ──ssh──▶ node A ──ssh──▶ node B ──ssh──▶ node C
                        (tee to store)  (tee to store)  (store)
@@ -25,6 +26,7 @@ from ascendctl.weights.openssh import ssh_destination, ssh_options
 
 CHUNK = 1 << 20
 RELAY_KNOWN_HOSTS = "tmp/relay_known_hosts"
+RELAY_KEYS_DIR = "tmp/relay-keys"
 
 
 @dataclass(frozen=True)
@@ -79,43 +81,70 @@ class NodeAccess:
     def helper_argv(self, *args: str) -> list[str]:
         argv = [self.python, self.helper, "--root", self.root, "--name", self.name, *args]
         if self.host.ssh.uses_sudo:
-            argv = ["sudo", "-n", "--preserve-env=SSH_AUTH_SOCK", "--"] + argv
+            argv = ["sudo", "-n", "--"] + argv
         return argv
 
     def hop_spec(self, downstream: dict | None) -> dict:
         return {"name": self.name, "host": self.host.address, "port": self.host.ssh.port,
                 "user": self.host.ssh.user, "python": self.python, "helper": self.helper,
                 "root": self.root, "sudo": self.host.ssh.uses_sudo,
-                "known_hosts": None, "connect_timeout": self.host.ssh.connect_timeout,
-                "next": downstream}
+                "known_hosts": None, "identity": None,
+                "connect_timeout": self.host.ssh.connect_timeout, "next": downstream}
 
 
-def chain_argv(chain: list[NodeAccess]) -> list[str]:
-    """The jump host's `ssh` into the first node, carrying the rest of the chain."""
-    from ascendctl.weights.nodehelper import helper_module
+@dataclass(frozen=True)
+class Hop:
+    """One node-to-node link of a chain and what authorises it."""
 
+    upstream: NodeAccess
+    downstream: NodeAccess
+    key_rel: str                 # the hop's private key, relative to upstream's root
+    command: list[str]           # what the downstream runs (forced for the hop key)
+
+
+def chain_specs(chain: list[NodeAccess], push_id: str,
+                chain_index: int) -> tuple[dict | None, list[Hop]]:
+    """The nested hop specs the first node carries, and every hop of the chain."""
+    module = _helper()
     downstream = None
-    for upstream, access in reversed(list(zip(chain, chain[1:]))):
+    hops: list[Hop] = []
+    for hop_index, (upstream, access) in reversed(list(enumerate(zip(chain, chain[1:])))):
         spec = access.hop_spec(downstream)
         # the hop from `upstream` checks `access`'s key with upstream's relay known_hosts
         spec["known_hosts"] = f"{upstream.root}/{RELAY_KNOWN_HOSTS}"
+        key_rel = f"{RELAY_KEYS_DIR}/{push_id}/c{chain_index}h{hop_index}"
+        spec["identity"] = f"{upstream.root}/{key_rel}"
+        hops.insert(0, Hop(upstream, access, key_rel, module.hop_remote(spec)))
         downstream = spec
+    return downstream, hops
+
+
+def chain_argv(chain: list[NodeAccess], push_id: str = "", chain_index: int = 0) -> list[str]:
+    """The jump host's `ssh` into the first node, carrying the rest of the chain."""
+    downstream, _ = chain_specs(chain, push_id, chain_index)
     first = chain[0]
     remote = first.helper_argv("relay")
     if downstream is not None:
-        remote += ["--next", helper_module().encode_spec(downstream)]
-    return ["ssh", *ssh_options(first.host, forward_agent=len(chain) > 1),
-            *ssh_destination(first.host), "--", shlex.join(remote)]
+        remote += ["--next", _helper().encode_spec(downstream)]
+    return ["ssh", *ssh_options(first.host), *ssh_destination(first.host),
+            shlex.join(remote)]
+
+
+def _helper():
+    from ascendctl.weights.nodehelper import helper_module
+
+    return helper_module()
 
 
 def run_chain(chain: list[NodeAccess], records: list[Record], *, env: dict[str, str] | None,
-              on_event: Callable[[dict], None],
-              cancel: threading.Event | None = None) -> ChainResult:
+              on_event: Callable[[dict], None], cancel: threading.Event | None = None,
+              push_id: str = "", chain_index: int = 0) -> ChainResult:
     names = [a.name for a in chain]
     from_node = names[0] if records and records[0].source is None else None
     result = ChainResult(names, from_node)
     started = time.monotonic()
-    proc = subprocess.Popen(chain_argv(chain), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    proc = subprocess.Popen(chain_argv(chain, push_id, chain_index), stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env=env)
     stderr_tail: list[str] = []
 

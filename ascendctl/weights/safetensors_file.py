@@ -61,10 +61,10 @@ def read_header(path: str | os.PathLike[str]) -> SafetensorsHeader:
         raise InputError(f"cannot read: {err.strerror}", file=where) from None
     if len(raw) != length:
         raise InputError("truncated safetensors header", file=where)
-    try:
-        header = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as err:
-        raise InputError(f"safetensors header is not JSON: {err}", file=where) from None
+    from ascendctl.inventory.inputfile import parse_json
+
+    # a header is one flat object of tensors: deep nesting is refused, not recursed into
+    header = parse_json(raw, file=where, what="safetensors header", max_depth=8)
     if not isinstance(header, dict):
         raise InputError("safetensors header is not an object", file=where)
     metadata = header.pop("__metadata__", None)
@@ -74,8 +74,9 @@ def read_header(path: str | os.PathLike[str]) -> SafetensorsHeader:
             begin, end = (int(x) for x in info["data_offsets"])
             tensors.append(TensorInfo(name, str(info["dtype"]),
                                       tuple(int(x) for x in info["shape"]), begin, end))
-        except (KeyError, TypeError, ValueError):
-            raise InputError(f"tensor {name!r}: bad header entry", file=where) from None
+        except (KeyError, TypeError, ValueError, OverflowError):
+            raise InputError(f"tensor {str(name)[:80]!r}: bad header entry",
+                             file=where) from None
     tensors.sort(key=lambda t: (t.begin, t.end))
     data_start = 8 + length
     position = 0

@@ -30,13 +30,52 @@ from ascendctl_runtime.nodeutil import answer_call, parse_env_file, tail_file
 
 REDACTED = "[REDACTED]"
 SECRET_FILE = "secrets.env"
-_NOT_DONE = r"(?!\[REDACTED\])"
+# Secrets are redacted even when their value is unknown here: by the name in front of
+# them (any spelling: --api-key K, api_key=K, "api_key": "K", x-api-key: K,
+# export VLLM_API_KEY="K", token=K, password: K, ...), by the Authorization header, and by
+# their shape (sk-..., Bearer ..., hf_..., JWTs, URL passwords). A name must END with the
+# secret word, so max_tokens=128, --max-num-batched-tokens 4096, tokenizer: /x and
+# password_file=/run/x stay.
+_SECRET_WORD = (r"(?:api[_-]?key|apikey|token|secret|password|passwd|passphrase|"
+                r"credentials?|access[_-]?key|secret[_-]?key|private[_-]?key|auth)")
+_NAME = r"(?<![A-Za-z0-9_])(?:[A-Za-z0-9]+[_.-])*" + _SECRET_WORD + r"(?![A-Za-z0-9_])"
+_VALUE = (r"(?:\"(?P<dq>[^\"\n]+)\"|'(?P<sq>[^'\n]+)'"
+          r"|(?P<bare>(?!\[REDACTED\])[^\s\x00\"',;&)}\]]+))")
 SECRET_PATTERNS = (
-    re.compile(r"(--api-key(?:[= ]+|[\"']\s*,\s*[\"']))" + _NOT_DONE + r"([^\s\"',\]]+)"),
-    re.compile(r"(Authorization:\s*Bearer\s+)" + _NOT_DONE + r"(\S+)", re.IGNORECASE),
-    re.compile(r"((?:VLLM|OPENAI)_API_KEY\s*[=:]\s*['\"]?)" + _NOT_DONE + r"([^'\"\s]+)"),
-    re.compile(r"(['\"]api_key['\"]\s*:\s*['\"])" + _NOT_DONE + r"([^'\"]+)"),
+    # Authorization: Bearer K / "Authorization": "Basic K" / Proxy-Authorization
+    re.compile(r"(?P<pre>(?<![A-Za-z0-9_-])(?:proxy-)?authorization[\"']?[ \t]*[:=][ \t]*"
+               r"[\"']?(?:bearer|basic|token)[ \t]+)(?P<bare>(?!\[REDACTED\])[^\s\x00\"',;]+)",
+               re.IGNORECASE),
+    # --api-key K, --api-key "K", --api-key=K, ["--api-key", "K"] (argv, ps, JSON argv)
+    re.compile(r"(?P<pre>--?" + _NAME + r"(?:[= ]+|[\"']\s*,\s*(?=[\"'])))" + _VALUE,
+               re.IGNORECASE),
+    # name=K, name: K, "name": "K", 'name': 'K', export NAME="K", ?name=K, NAME=K\0 (environ)
+    re.compile(r"(?P<pre>" + _NAME + r"[\"']?[ \t]*[=:][ \t]*)" + _VALUE, re.IGNORECASE),
+    # shapes, wherever they are
+    re.compile(r"(?P<pre>(?<![A-Za-z0-9])Bearer\s+)(?P<bare>(?!\[REDACTED\])"
+               r"[A-Za-z0-9._~+/=-]{8,})"),
+    re.compile(r"(?P<pre>)(?P<bare>(?<![A-Za-z0-9_-])sk-[A-Za-z0-9_-]{8,})"),
+    re.compile(r"(?P<pre>)(?P<bare>(?<![A-Za-z0-9_])(?:hf|gh[pousr])_[A-Za-z0-9]{20,})"),
+    re.compile(r"(?P<pre>)(?P<bare>(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{8,}\."
+               r"[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*)"),
+    re.compile(r"(?P<pre>[a-z][a-z0-9+.-]*://[^/\s:@\"']+:)(?P<bare>(?!\[REDACTED\])"
+               r"[^/\s@\"']+)(?=@)", re.IGNORECASE),
 )
+_VALUE_GROUPS = ("dq", "sq", "bare")
+
+
+def _redact_match(match: "re.Match[str]") -> str:
+    text = match.group(0)
+    for name in _VALUE_GROUPS:
+        if name in match.re.groupindex and match.group(name) is not None:
+            start, end = match.span(name)
+            base = match.start()
+            if match.group(name) == REDACTED:
+                return text
+            return text[:start - base] + REDACTED + text[end - base:]
+    return text
+
+
 RELEASE_FILES = ("engine.json", "ray.json", "engine.env", "hccl.json", "watchdog.json",
                  ".status", ".meta.json")
 PLOG_DIRS = ("~/ascend/log", "/root/ascend/log", "/var/log/npu")
@@ -93,7 +132,7 @@ def redact(text: str, secrets: list[str]) -> str:
     for value in secrets:
         text = text.replace(value, REDACTED)
     for pattern in SECRET_PATTERNS:
-        text = pattern.sub(lambda m: m.group(1) + REDACTED, text)
+        text = pattern.sub(_redact_match, text)
     return text
 
 

@@ -15,6 +15,16 @@ Commands (JSON requests on stdin, JSON lines on stdout):
     materialise  build a directory of symlinks into the store plus a per-node index
     put-file     write stdin to a file under <root> (the relay's known_hosts)
     remove-file  remove such a file
+    relay-key    make this push's key pair for one hop (the private key never leaves
+                 the node); prints the public key
+    authorize    add this push's hop keys to the login user's authorized_keys, each
+                 restricted to one command, from the upstream node, expiring
+    deauthorize  remove a push's keys (and any expired relay key) again
+    remove-tree  remove a directory under <root> (a push's hop keys)
+
+No agent is forwarded along the chain: each hop authenticates with a key made for that
+push and that hop, accepted by the next node only for the exact relay command of the
+push, only from the upstream node, and removed when the push ends.
 
 Relay stream: a JSON header line per object, then its payload bytes:
     {"t": "obj", "sha": S, "size": N, "offset": O, "targets": [...], "payload": true}
@@ -239,8 +249,9 @@ class Downstream:
 
     def __init__(self, spec: dict, name: str):
         self.names = chain_names(spec)
+        env = {k: v for k, v in os.environ.items() if k != "SSH_AUTH_SOCK"}
         self.proc = subprocess.Popen(hop_argv(spec), stdin=subprocess.PIPE, stdout=None,
-                                     stderr=None)
+                                     stderr=None, env=env)
         self.fd = self.proc.stdin.fileno()
         self.alive = True
         self.sent = 0
@@ -277,24 +288,35 @@ def chain_names(spec: dict | None) -> list[str]:
     return names
 
 
-def hop_argv(spec: dict) -> list[str]:
-    """`ssh` to the next node (agent forwarded, its host key checked against the
-    known_hosts the jump host wrote from its own verified keys)."""
+def hop_remote(spec: dict) -> list[str]:
+    """The command the next node runs for this hop: also the `command=` its
+    authorized_keys entry forces, so the hop key can run nothing else."""
     remote = [spec["python"], spec["helper"], "--root", spec["root"], "--name", spec["name"],
               "relay"]
     if spec.get("next"):
         remote += ["--next", encode_spec(spec["next"])]
     if spec.get("sudo"):
-        remote = ["sudo", "-n", "--preserve-env=SSH_AUTH_SOCK", "--"] + remote
-    return ["ssh", "-A", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes",
+        remote = ["sudo", "-n", "--"] + remote
+    return remote
+
+
+def hop_argv(spec: dict) -> list[str]:
+    """`ssh` to the next node with this hop's own key and no agent (nothing forwarded),
+    its host key checked against the known_hosts the jump host wrote from its own
+    verified keys."""
+    return ["ssh", "-a", "-T", "-x", "-o", "ForwardAgent=no", "-o", "IdentityAgent=none",
+            "-o", "ClearAllForwardings=yes", "-o", "IdentitiesOnly=yes",
+            "-o", "PasswordAuthentication=no", "-o", "KbdInteractiveAuthentication=no",
+            "-i", spec["identity"],
+            "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes",
             "-o", "UserKnownHostsFile=" + spec["known_hosts"],
             "-o", "GlobalKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
             "-o", "ServerAliveInterval=15",
             "-o", "Ciphers=aes128-gcm@openssh.com,chacha20-poly1305@openssh.com,"
                   "aes256-gcm@openssh.com,aes128-ctr",
             "-o", "ConnectTimeout=" + str(int(spec.get("connect_timeout", 10))),
-            "-p", str(spec["port"]), "-l", spec["user"], spec["host"], "--",
-            shlex.join(remote)]
+            "-p", str(spec["port"]), "-l", spec["user"], "--", spec["host"],
+            shlex.join(hop_remote(spec))]
 
 
 def encode_spec(spec: dict) -> str:
@@ -526,6 +548,10 @@ def cmd_materialise(store: Store, name: str, request: dict) -> int:
         return 1
     wanted = {_safe_rel(e["path"]): ("link", store.object_path(e["sha256"]))
               for e in request["files"]}
+    for rel in request.get("write") or {}:
+        if _safe_rel(rel) in wanted:
+            # it would be written through the link into a read-only store object
+            raise ValueError(f"{rel!r} is both a store link and a written file")
     wanted.update({_safe_rel(rel): ("file", content)
                    for rel, content in (request.get("write") or {}).items()})
     if _directory_view(dest) == wanted:
@@ -542,10 +568,7 @@ def cmd_materialise(store: Store, name: str, request: dict) -> int:
         os.makedirs(os.path.dirname(link), exist_ok=True)
         os.symlink(target, link)
     for rel, content in (request.get("write") or {}).items():
-        path = os.path.join(tmp, _safe_rel(rel))
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "w") as handle:
-            handle.write(content)
+        _write_new_file(tmp, _safe_rel(rel), content)
     old = None
     if os.path.lexists(dest):
         old = f"{dest}.old-{os.getpid()}"
@@ -556,6 +579,24 @@ def cmd_materialise(store: Store, name: str, request: dict) -> int:
     emit({"ev": "materialise", "node": name, "ok": True, "dest": dest,
           "files": len(request["files"]), "changed": True})
     return 0
+
+
+def _write_new_file(top: str, rel: str, content: str) -> None:
+    """Create `top/rel` as a new regular file, never following a link: not at the file
+    (O_NOFOLLOW | O_EXCL) and not at any directory on the way (each one is checked not
+    to be a symlink), so a store object (0444, but root may write it) is never touched."""
+    parts = rel.split("/")
+    current = top
+    for part in parts[:-1]:
+        current = os.path.join(current, part)
+        if os.path.islink(current):
+            raise ValueError(f"{rel!r} passes through a link")
+        if not os.path.isdir(current):
+            os.mkdir(current)
+    path = os.path.join(current, parts[-1])
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(content)
 
 
 def _directory_view(path: str) -> dict | None:
@@ -624,12 +665,126 @@ def cmd_remove_file(root: str, rel: str) -> int:
     return 0
 
 
+# -- per-push hop keys (no agent forwarding) ----------------------------------------
+
+RELAY_KEY_TAG = "ascendctl-relay-"
+
+
+def cmd_relay_key(root: str, rel: str) -> int:
+    """A fresh ed25519 key pair at <root>/<rel> (0600, in a 0700 directory)."""
+    path = os.path.join(root, _safe_rel(rel))
+    directory = os.path.dirname(path)
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    os.chmod(directory, 0o700)
+    for stale in (path, path + ".pub"):
+        if os.path.lexists(stale):
+            os.unlink(stale)
+    proc = subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C",
+                           "ascendctl relay hop", "-f", path], stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise OSError(f"ssh-keygen failed: {proc.stderr.strip() or proc.returncode}")
+    with open(path + ".pub") as handle:
+        public = handle.read().split()
+    emit({"ev": "relay-key", "public_key": f"{public[0]} {public[1]}"})
+    return 0
+
+
+def _authorized_keys_of(user: str) -> tuple[str, int, int]:
+    import pwd
+
+    entry = pwd.getpwnam(user)
+    return os.path.join(entry.pw_dir, ".ssh", "authorized_keys"), entry.pw_uid, entry.pw_gid
+
+
+def _relay_line_expired(line: str, now: str) -> bool:
+    import re
+
+    found = re.search(r'expiry-time="(\d{12})"', line)
+    return bool(found) and found.group(1) <= now
+
+
+def _rewrite_authorized_keys(user: str, keep, add: list[str]) -> int:
+    """Rewrite the user's authorized_keys keeping the lines `keep` accepts, then `add`;
+    atomically (sshd never reads half a file), with the owner and mode it had."""
+    path, uid, gid = _authorized_keys_of(user)
+    directory = os.path.dirname(path)
+    if not os.path.isdir(directory):
+        os.makedirs(directory, mode=0o700)
+        os.chown(directory, uid, gid)
+    try:
+        with open(path, encoding="utf-8", errors="surrogateescape") as handle:
+            lines = handle.read().splitlines()
+        info = os.stat(path)
+        mode, owner = stat.S_IMODE(info.st_mode), (info.st_uid, info.st_gid)
+    except FileNotFoundError:
+        lines, mode, owner = [], 0o600, (uid, gid)
+    kept = [line for line in lines if keep(line)]
+    text = "".join(line + "\n" for line in kept + add)
+    tmp = f"{path}.ascendctl-{os.getpid()}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chown(tmp, *owner)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return len(lines) - len(kept)
+
+
+def cmd_authorize(request: dict) -> int:
+    """Authorise this push's hop keys: `restrict` (no forwarding, no pty), one forced
+    command, the upstream node's addresses only, and an expiry (sshd refuses the key
+    after it even if the push died before removing it)."""
+    tag = RELAY_KEY_TAG + request["push"]
+    expiry = time.strftime("%Y%m%d%H%M", time.localtime(time.time() + int(request["ttl"])))
+    now = time.strftime("%Y%m%d%H%M", time.localtime())
+    added = []
+    for entry in request["entries"]:
+        command = entry["command"]
+        if any(ch in command for ch in '"\\\n\r'):
+            raise ValueError("the relay command holds a quote, backslash or newline")
+        sources = ",".join(entry["from"])
+        if not sources or any(ch in sources for ch in '"\\ \n'):
+            raise ValueError("bad upstream address list")
+        key_type, key_data = entry["public_key"].split()[:2]
+        added.append(f'restrict,command="{command}",from="{sources}",'
+                     f'expiry-time="{expiry}" {key_type} {key_data} {tag}')
+    removed = _rewrite_authorized_keys(
+        request["user"],
+        lambda line: not (RELAY_KEY_TAG in line and _relay_line_expired(line, now)), added)
+    emit({"ev": "authorize", "added": len(added), "expired_removed": removed})
+    return 0
+
+
+def cmd_deauthorize(request: dict) -> int:
+    tag = RELAY_KEY_TAG + request["push"]
+    now = time.strftime("%Y%m%d%H%M", time.localtime())
+    removed = _rewrite_authorized_keys(
+        request["user"],
+        lambda line: not (line.endswith(" " + tag)
+                          or (RELAY_KEY_TAG in line and _relay_line_expired(line, now))), [])
+    emit({"ev": "deauthorize", "removed": removed})
+    return 0
+
+
+def cmd_remove_tree(root: str, rel: str) -> int:
+    _remove_tree(os.path.join(root, _safe_rel(rel)))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="weights_node")
     parser.add_argument("--root", required=True)
     parser.add_argument("--name", required=True)
     parser.add_argument("command", choices=["state", "relay", "verify", "materialise",
-                                            "put-file", "remove-file"])
+                                            "put-file", "remove-file", "relay-key",
+                                            "authorize", "deauthorize", "remove-tree"])
     parser.add_argument("--next", default=None)
     parser.add_argument("--path", default=None)
     args = parser.parse_args(argv)
@@ -648,7 +803,15 @@ def dispatch(args) -> int:
         return cmd_put_file(args.root, args.path)
     if args.command == "remove-file":
         return cmd_remove_file(args.root, args.path)
+    if args.command == "relay-key":
+        return cmd_relay_key(args.root, args.path)
+    if args.command == "remove-tree":
+        return cmd_remove_tree(args.root, args.path)
     request = json.load(sys.stdin)     # after the script itself when run inline
+    if args.command == "authorize":
+        return cmd_authorize(request)
+    if args.command == "deauthorize":
+        return cmd_deauthorize(request)
     handler = {"state": cmd_state, "verify": cmd_verify, "materialise": cmd_materialise}
     return handler[args.command](store, args.name, request)
 

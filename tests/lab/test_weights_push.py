@@ -279,7 +279,7 @@ def test_mismatch_on_arrival_names_node_and_file(lab, tmp_path):
 def test_relay_hop_refuses_a_node_whose_host_key_does_not_match(lab, tmp_path):
     from ascendctl.inventory import load_inventory
     from ascendctl.transport import SshPool
-    from ascendctl.weights.openssh import agent_for
+    from ascendctl.weights.hopkeys import HopKeys
     from ascendctl.weights.plan import plan_for_inventory
     from ascendctl.weights.push import build_chains, gather_states
     from ascendctl.weights.relay import RELAY_KNOWN_HOSTS, run_chain
@@ -301,13 +301,13 @@ def test_relay_hop_refuses_a_node_whose_host_key_does_not_match(lab, tmp_path):
                  input=forged)
         chains = [c for c in build_chains(plan, states, accesses) if len(c[0]) == 2]
         assert chains and [a.name for a in chains[0][0]] == ["node0", "node1"]
-        agent = agent_for(inv.hosts)
+        hop_keys = HopKeys.for_chains(pool, accesses, chains[:1])
         try:
-            result = run_chain(*chains[0], env=agent.env() if agent else None,
-                               on_event=lambda event: None)
+            hop_keys.install()
+            result = run_chain(*chains[0], env=None, on_event=lambda event: None,
+                               push_id=hop_keys.push_id)
         finally:
-            if agent:
-                agent.stop()
+            assert hop_keys.remove() == []
             lab.exec("node0", ["rm", "-f", f"{ROOT}/{RELAY_KNOWN_HOSTS}"])
     assert result.exit_code != 0
     assert any("node1" in e for e in result.errors), result.errors
@@ -317,3 +317,56 @@ def test_relay_hop_refuses_a_node_whose_host_key_does_not_match(lab, tmp_path):
     shared_sha = sha256_of(model / "shared.bin")
     assert shared_sha in store_listing(lab, "node0")[0]           # node0 still got its copy
     assert shared_sha not in store_listing(lab, "node1")[0]
+
+
+# -- no agent forwarding: per-push hop keys, restricted and removed ------------------------
+
+def test_hop_keys_run_only_the_relay_from_the_upstream_and_are_removed(lab, tmp_path):
+    from ascendctl.inventory import load_inventory
+    from ascendctl.transport import SshPool
+    from ascendctl.weights.hopkeys import HopKeys
+    from ascendctl.weights.plan import plan_for_inventory
+    from ascendctl.weights.push import build_chains, gather_states
+    from ascendctl.weights.remote import node_access
+
+    model = build_model(tmp_path / "model", seed=73)
+    (model / "shared.bin").write_bytes(os.urandom(1 << 20))
+    inv = load_inventory(write_inventory(lab, tmp_path / "inv.yaml", model))
+    plan = plan_for_inventory(inv)
+    node1 = inv.host("node1")
+    accesses = {h.name: node_access(inv, h) for h in inv.hosts}
+    with SshPool(inv.hosts) as pool:
+        states = gather_states(pool, inv, plan, repair=True)
+        chains = [c for c in build_chains(plan, states, accesses) if len(c[0]) == 2]
+        hop_keys = HopKeys.for_chains(pool, accesses, chains[:1])
+        hop_keys.install()
+        try:
+            key = f"{ROOT}/{hop_keys.hops[0].key_rel}"
+            lines = lab.exec("node1", ["cat", "/root/.ssh/authorized_keys"]).stdout
+            entry = next(line for line in lines.splitlines() if "ascendctl-relay-" in line)
+            assert entry.startswith('restrict,command="') and 'from="' in entry
+            # from node0, the hop key runs the relay whatever is asked (stdin closed: the
+            # relay reports an unfinished stream), never `id`
+            asked = lab.exec("node0", ["ssh", "-o", "BatchMode=yes", "-o",
+                                       "StrictHostKeyChecking=no", "-o",
+                                       "UserKnownHostsFile=/dev/null", "-i", key, "-a",
+                                       "-l", "root", "--", node1.address, "id"],
+                             check=False, input="")
+            assert "uid=" not in asked.stdout and '"ev":"done"' in asked.stdout
+            # the same key from anywhere else (here: the jump host) is refused (from=)
+            copy = tmp_path / "stolen"
+            copy.write_text(lab.exec("node0", ["cat", key]).stdout)
+            copy.chmod(0o600)
+            stolen = subprocess.run(["ssh", "-o", "BatchMode=yes", "-o",
+                                     f"UserKnownHostsFile={lab.known_hosts}", "-o",
+                                     "IdentitiesOnly=yes", "-o", "IdentityAgent=none",
+                                     "-i", str(copy), "-l", "root", "--", node1.address,
+                                     "id"], capture_output=True, text=True, timeout=60,
+                                    stdin=subprocess.DEVNULL)
+            assert stolen.returncode != 0 and "uid=" not in stolen.stdout
+        finally:
+            assert hop_keys.remove() == []
+    assert "ascendctl-relay-" not in lab.exec("node1", ["cat", "/root/.ssh/authorized_keys"]
+                                              ).stdout
+    left = lab.exec("node0", ["sh", "-c", f"ls -A {ROOT}/tmp/relay-keys 2>/dev/null || true"])
+    assert hop_keys.push_id not in left.stdout

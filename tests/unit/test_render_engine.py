@@ -91,9 +91,18 @@ def test_recipe_environment_and_overrides(tmp_path):
         ("false", "1", "1")
     assert env0["PYTORCH_NPU_ALLOC_CONF"] == "expandable_segments:True"
     assert env0["HCCL_CONNECT_TIMEOUT"] == "600" and env0["HCCL_EXEC_TIMEOUT"] == "1836"
-    assert env0["RANK_TABLE_FILE"] == "/var/lib/ascendctl/releases/r1/hccl.json"
+    # vllm-ascend reads no rank table (PR #4941): hccl.json is rendered, not exported
+    assert "RANK_TABLE_FILE" not in env0 and "RANK_TABLE_FILE" not in env1
+    assert any(f.path == "hccl.json" for f in nodes["node0"])
     assert (env0["HCCL_BUFFSIZE"], env1["HCCL_BUFFSIZE"]) == ("512", "256")
     assert env0["EXTRA"] == "a b"
+
+
+def test_rank_table_is_exported_only_when_asked(tmp_path):
+    def asked(data):
+        serving(data)["export_rank_table"] = True
+    nodes = render_release(make_inventory(tmp_path, asked), release_id="r1")
+    assert env_of(nodes["node1"])["RANK_TABLE_FILE"] == "/var/lib/ascendctl/releases/r1/hccl.json"
 
 
 def test_ray_mode_units_and_serve_command(tmp_path):

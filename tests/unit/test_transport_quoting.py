@@ -101,3 +101,14 @@ def test_nul_bytes_and_empty_commands_are_refused():
                         max_size=20), min_size=1, max_size=5))
 def test_join_argv_round_trips_through_shlex(argv):
     assert shlex.split(quoting.join_argv(argv)) == argv
+
+
+def test_names_with_a_trailing_newline_are_refused():
+    """`$` matches before a final newline; these patterns end with \\Z."""
+    from ascendctl.render.files import RELEASE_ID_RE
+    from ascendctl.render.systemd import _SAFE
+    from ascendctl.transport.quoting import ENV_NAME_RE
+
+    for pattern, good in ((ENV_NAME_RE, "VLLM_HOST_IP"), (RELEASE_ID_RE, "r1"),
+                          (_SAFE, "/var/lib/x")):
+        assert pattern.match(good) and not pattern.match(good + "\n")

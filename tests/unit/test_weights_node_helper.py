@@ -189,3 +189,22 @@ def test_materialise_twice_reports_no_change(tmp_path):
     request["write"]["model.safetensors.index.json"] = '{"weight_map": {}}\n'
     _, [third] = run_helper(tmp_path, "materialise", stdin=json.dumps(request).encode())
     assert third["changed"]
+
+
+def test_materialise_never_writes_through_a_store_link(tmp_path):
+    """A written file on the path of a store link (or below a linked directory) would
+    overwrite a read-only object (root may write 0444 files): refused, object intact."""
+    data = os.urandom(1000)
+    run_helper(tmp_path, "relay", stdin=record(data) + END)
+    sha = hashlib.sha256(data).hexdigest()
+    obj = store_object(tmp_path, data)
+    for write in ({"w.safetensors": "overwritten"}, {"./w.safetensors": "overwritten"}):
+        request = {"dest": str(tmp_path / "rel" / "model"),
+                   "files": [{"path": "w.safetensors", "sha256": sha}], "write": write}
+        code, _ = run_helper(tmp_path, "materialise", stdin=json.dumps(request).encode())
+        assert code == 2
+        assert obj.read_bytes() == data and oct(obj.stat().st_mode & 0o777) == "0o444"
+    request = {"dest": str(tmp_path / "rel" / "model"),
+               "files": [{"path": "d", "sha256": sha}], "write": {"d/x": "under a link"}}
+    code, _ = run_helper(tmp_path, "materialise", stdin=json.dumps(request).encode())
+    assert code != 0 and obj.read_bytes() == data
