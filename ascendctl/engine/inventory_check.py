@@ -27,6 +27,13 @@ def check_engine_inventory(sections: Mapping[str, Any], fail: Callable[[str, Pat
                    f"engine.kind {engine.kind} the engine is engine.command (default vllm) "
                    f"{'inside the image' if engine.kind == 'container' else 'in the venv'}",
                    BASE + ("serving", "engine"))
+    if engine.kind == "container" and any(ch in sections["deploy"].root for ch in ",:"):
+        raise fail("with engine.kind container the deploy root is mounted into the "
+                   "container: it must not contain ',' or ':'", BASE + ("deploy", "root"))
+    if engine.kind == "container" and sections["serving"].mode == "ray":
+        raise fail("engine.kind container runs vllm serve in the container; serving.mode ray "
+                   "(ray start on every node) is not supported in a container yet: use "
+                   "mode dp or mp, or engine.kind venv/host", BASE + ("serving", "mode"))
     versions = sections["versions"]
     pins = {k: v for k, v in versions.model_dump().items() if v}
     check_versions(pins, lambda message, component: fail(

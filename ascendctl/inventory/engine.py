@@ -40,7 +40,7 @@ RUN_OPTIONS = {
     "--read-only": False, "--memory": True, "--oom-score-adj": True,
 }
 SECRET_WORDS = re.compile(r"key|token|secret|passw", re.IGNORECASE)
-CONTAINER_FIELDS = ("runtime", "image", "archive", "mounts", "options", "ipc", "shm_size")
+CONTAINER_FIELDS = ("runtime", "runtime_path", "image", "archive", "mounts", "options", "ipc", "shm_size")
 VENV_FIELDS = ("wheelhouse", "packages", "python")
 
 
@@ -96,6 +96,7 @@ class EngineSpec(Section):
     # for kind host it is serving.engine
     command: str = "vllm"
     runtime: Optional[Literal["docker", "podman"]] = None
+    runtime_path: Optional[str] = None       # default /usr/bin/<runtime>
     image: Optional[str] = None
     archive: Optional[str] = None            # docker/podman `save` tarball on the jump host
     mounts: list[MountSpec] = []
@@ -134,9 +135,9 @@ class EngineSpec(Section):
     def _jump_host_path(cls, value: Optional[str]) -> Optional[str]:
         return None if value is None else _absolute(value, home=True)
 
-    @field_validator("python")
+    @field_validator("python", "runtime_path")
     @classmethod
-    def _node_python(cls, value: Optional[str]) -> Optional[str]:
+    def _node_path(cls, value: Optional[str]) -> Optional[str]:
         return None if value is None else _absolute(value)
 
     @field_validator("shm_size")
@@ -209,6 +210,10 @@ class EngineSpec(Section):
                 problems.append(("command", "with kind: venv the command is a name in the "
                                             "venv's bin directory"))
         return problems
+
+    @property
+    def runtime_executable(self) -> str:
+        return self.runtime_path or f"/usr/bin/{self.runtime or 'podman'}"
 
     @property
     def effective_shm_size(self) -> Optional[str]:

@@ -21,6 +21,7 @@ from ascendctl.lab.sim import state as sim_state
 
 Progress = Callable[[str], None]
 DEFAULT_NAME = "lab"
+CONTAINER_STORAGE = "/var/lib/containers"   # podman's storage in a node (a host directory)
 
 
 def _quiet(_msg: str) -> None:
@@ -241,7 +242,12 @@ class Lab:
         layers = layers or [Path(p) for p in record["layers"]]
         lab_net = self.net
         log = lab_n.upper.parent / "console.log"
-        argv = lab_node.nspawn_argv(lab_n.machine, lab_n.name, layers, lab_n.upper)
+        binds: tuple[tuple[Path, str], ...] = ()
+        if any(p.parent.name.startswith("podman-") for p in layers):
+            storage = lab_n.upper.parent / "containers"
+            storage.mkdir(parents=True, exist_ok=True)
+            binds = ((storage, CONTAINER_STORAGE),)
+        argv = lab_node.nspawn_argv(lab_n.machine, lab_n.name, layers, lab_n.upper, binds)
         lab_n.nspawn_pid = lab_node.start(lab_n.machine, argv, log)
         self._update_node(lab_n)
         leader = self._wait_leader(lab_n)
