@@ -176,11 +176,16 @@ class Difference:
 
 
 def _pin_matches(pinned: str, expected: str) -> bool:
-    """`8.5` pins 8.5.x; a local label (`+git4c901a4`) on the set's side is ignored."""
+    """`8.5` pins 8.5.x (fewer numbers); `2.9.0` does not pin 2.9.0.post1 (a different
+    build in a release set). A local label (`+git4c901a4`) on the set's side is ignored."""
     have, want = try_parse_version(pinned), try_parse_version(expected)
     if have is None or want is None:
         return pinned.strip().lower() == expected.strip().lower()
-    return want == have or want.startswith(have)
+    if want == have:
+        return True
+    plain = all(ch.isdigit() or ch == "." for ch in pinned.strip().lstrip("vV"))
+    return plain and len(have.release) < len(want.release) and \
+        want.release[:len(have.release)] == have.release
 
 
 def differences(row: ReleaseSet, pins: Mapping[str, str]) -> list[Difference]:
