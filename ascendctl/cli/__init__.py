@@ -24,6 +24,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "weights",
     "preflight",
     "deploy",
+    "engine",
     "status",
     "bench",
     "doctor",

@@ -42,13 +42,18 @@ def up(nodes: int = typer.Option(2, "--nodes", help="Number of nodes."),
        name: str = _name_option(),
        no_vllm: bool = typer.Option(False, "--no-vllm",
                                     help="Boot from the base image only (no /opt/vllm)."),
+       engine: str = typer.Option(
+           "host", "--engine",
+           help="How the lab inventory runs vLLM: host (/opt/vllm on the nodes), container "
+                "(the lab engine image with podman, moved as an archive; see `lab "
+                "engine-image`) or venv (built on every node from the lab wheelhouse)."),
        as_json: bool = json_option()) -> None:
     """Build (or reuse) the node image, boot the nodes, write the lab inventory."""
     from ascendctl.console import print_json
     from ascendctl.lab import Lab
 
     lab = Lab(name).up(nodes=nodes, npus_per_node=npus_per_node, chip=chip,
-                       progress=_progress, with_vllm=not no_vllm)
+                       progress=_progress, with_vllm=not no_vllm, engine=engine)
     if as_json:
         print_json(lab.status())
     else:
@@ -155,6 +160,26 @@ def image(rebuild: bool = typer.Option(False, "--rebuild", help="Rebuild every l
         for layer in layers:
             typer.echo(f"{layer['name']:<24} {'ready' if layer['complete'] else 'partial':<8} "
                        f"{layer['path']}")
+
+
+@app.command("engine-image")
+def engine_image(tag: str = typer.Option("v1", "--tag",
+                                         help="Image tag; each tag is a different image ID "
+                                              "(a label in its config), over the same "
+                                              "layers."),
+                 as_json: bool = json_option()) -> None:
+    """Build (once, cached) an image archive of the lab's vLLM CPU engine, with a
+    simulated CANN toolkit, and print its reference and archive path."""
+    from ascendctl.console import print_json
+    from ascendctl.lab.engine_image import build_engine_image
+    from ascendctl.lab.hostcmd import check_host
+
+    check_host()
+    built = build_engine_image(tag, progress=_progress)
+    if as_json:
+        print_json(built.to_dict())
+    else:
+        typer.echo(f"{built.image} {built.image_id[:19]} {built.archive}")
 
 
 def register(root: typer.Typer) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ascendctl.errors import InputError
+from ascendctl.inventory.engine import EngineSpec
 from ascendctl.inventory.model import (
     ClusterSpec, DeploySpec, ModelSpec, ServingSpec, SloSpec, SshSpec, VersionsSpec,
 )
@@ -49,6 +50,7 @@ class Inventory:
     groups: dict[str, tuple[str, ...]]  # group → host names (rank order), incl. all/head/followers
     source: SourceMap = field(compare=False, repr=False)
     custom: dict[str, Any] = field(default_factory=dict, compare=False)
+    engine: EngineSpec = field(default_factory=EngineSpec)
 
     @property
     def head(self) -> Host:
@@ -128,6 +130,7 @@ class Inventory:
             "versions": dump(self.versions),
             "deploy": dump(self.deploy),
             "slo": dump(self.slo),
+            "engine": dump(self.engine),
             "groups": {k: list(v) for k, v in sorted(self.groups.items())},
             "hosts": [
                 {

@@ -12,7 +12,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ascendctl.engine.inventory_check import check_engine_inventory
 from ascendctl.errors import InputError
+from ascendctl.inventory.engine import EngineSpec
 from ascendctl.inventory.hosts import Host, Inventory
 from ascendctl.inventory.model import (
     ClusterSpec, DeploySpec, HostSpec, ModelSpec, NAME_RE, Section, ServingSpec, SloSpec,
@@ -28,6 +30,7 @@ CLUSTER_SECTIONS: dict[str, type[Section]] = {
     "versions": VersionsSpec,
     "deploy": DeploySpec,
     "slo": SloSpec,
+    "engine": EngineSpec,
 }
 GROUP_VAR_KEYS = ("ssh", "custom")
 ALL_VAR_KEYS = tuple(CLUSTER_SECTIONS) + GROUP_VAR_KEYS
@@ -85,6 +88,7 @@ class _Builder:
         sections = self.cluster_sections()
         hosts = self.resolve_hosts(sections["cluster"])
         self.check_semantics(hosts, sections)
+        check_engine_inventory(sections, self.fail, self.source.lines)
         if check_files:
             self.check_controller_files(hosts)
         groups = self.finish_groups(hosts)
@@ -92,7 +96,7 @@ class _Builder:
             path=self.path, cluster=sections["cluster"], model=sections["model"],
             serving=sections["serving"], versions=sections["versions"],
             deploy=sections["deploy"], slo=sections["slo"], hosts=tuple(hosts),
-            groups=groups, source=self.source,
+            groups=groups, source=self.source, engine=sections["engine"],
             custom=dict(self.all_vars.get("custom") or {}),
         )
 

@@ -8,6 +8,10 @@ that recipe changes:
 * vllm-<hash>: the difference an overlay records when vLLM's CPU build is installed
   into a venv at /opt/vllm on top of the base (so the ~3 GB venv is installed once, and
   changing the simulator, which is provisioned per node at `lab up`, reinstalls nothing).
+* podman-<hash>: a container runtime on top of those (podman with crun), configured for a
+  node inside systemd-nspawn: no keyring (nspawn's seccomp denies keyctl), no cgroups
+  (the node's cgroup v1 controllers are read-only), host network, overlay storage in
+  /var/lib/containers (each node binds its own directory on the host's disk there).
 """
 
 from __future__ import annotations
@@ -85,6 +89,51 @@ printf 'pip\n' > "$meta/INSTALLER"
 """
 
 
+PODMAN_PACKAGES: tuple[str, ...] = (
+    "podman", "crun", "netavark", "aardvark-dns", "catatonit", "fuse-overlayfs", "uidmap",
+    "slirp4netns", "iptables")
+
+CONTAINERS_CONF = """# ascendctl lab: podman inside a systemd-nspawn node
+[containers]
+keyring = false
+cgroups = "disabled"
+netns = "host"
+ipcns = "host"
+log_driver = "passthrough"
+
+[engine]
+cgroup_manager = "cgroupfs"
+events_logger = "file"
+runtime = "crun"
+"""
+
+STORAGE_CONF = """[storage]
+driver = "overlay"
+runroot = "/run/containers/storage"
+graphroot = "/var/lib/containers/storage"
+"""
+
+PODMAN_INSTALL = r"""
+set -e
+apt-get update -qq
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends {packages}
+apt-get clean
+rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
+mkdir -p /etc/containers
+cat > /etc/containers/containers.conf <<'CONF'
+{containers_conf}CONF
+cat > /etc/containers/storage.conf <<'CONF'
+{storage_conf}CONF
+# nothing of podman runs at boot: the engine unit starts the one container
+for unit in podman-restart.service podman-auto-update.timer podman-auto-update.service \
+        podman.socket podman-clean-transient.service; do
+    systemctl mask "$unit" >/dev/null 2>&1 || true
+done
+rm -rf /var/lib/containers/storage
+podman --version
+"""
+
+
 @dataclass(frozen=True)
 class BaseRecipe:
     suite: str = "bookworm"
@@ -111,6 +160,23 @@ class VllmRecipe:
 
     def script(self) -> str:
         return self.install.format(venv=self.venv, version=self.version)
+
+
+@dataclass(frozen=True)
+class PodmanRecipe:
+    lowers: tuple[str, ...]               # digests of the layers it is installed over
+    packages: tuple[str, ...] = PODMAN_PACKAGES
+    containers_conf: str = CONTAINERS_CONF
+    storage_conf: str = STORAGE_CONF
+    install: str = PODMAN_INSTALL
+
+    def digest(self) -> str:
+        return _digest(asdict(self))
+
+    def script(self) -> str:
+        return self.install.format(packages=" ".join(self.packages),
+                                   containers_conf=self.containers_conf,
+                                   storage_conf=self.storage_conf)
 
 
 def _digest(data: dict) -> str:
@@ -223,6 +289,36 @@ def _build_base(recipe: BaseRecipe, dest: Path, progress: Progress) -> None:
     os.rename(tmp, dest)
 
 
+def _build_podman(recipe: PodmanRecipe, lowers: list[Path], dest: Path,
+                  progress: Progress) -> None:
+    tmp = dest.with_name(f".build-{dest.name}-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    layer, work, merged = tmp / "layer", tmp / "work", tmp / "merged"
+    for d in (layer, work, merged):
+        d.mkdir(parents=True)
+    log = dest.parent / f"{dest.name}.log"
+    log.write_text("")
+    progress(f"installing podman into the node image (once, ~10 s); log: {log}")
+    lowerdir = ":".join(str(p) for p in reversed(lowers))   # overlay: leftmost is on top
+    run(["mount", "-t", "overlay", "overlay", "-o",
+         f"lowerdir={lowerdir},upperdir={layer},workdir={work}", str(merged)])
+    try:
+        _chroot_script(merged, recipe.script(), log, progress,
+                       keep=lambda line: line.startswith("podman version"), timeout=900)
+    finally:
+        run(["umount", str(merged)], check=False)
+    shutil.rmtree(layer / "tmp", ignore_errors=True)
+    for leftover in ("proc", "sys", "dev"):
+        path = layer / leftover
+        if path.is_dir() and not any(path.iterdir()):
+            path.rmdir()
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.rmtree(merged, ignore_errors=True)
+    (tmp / "recipe.json").write_text(json.dumps(asdict(recipe), indent=2))
+    (tmp / ".complete").write_text(time.strftime("%Y-%m-%dT%H:%M:%S\n"))
+    os.rename(tmp, dest)
+
+
 def _build_vllm(recipe: VllmRecipe, base_rootfs: Path, dest: Path, progress: Progress) -> None:
     if not Path(recipe.wheels).is_dir():
         raise LabError(f"{recipe.wheels} is missing: the vLLM layer takes torch from there")
@@ -288,7 +384,27 @@ def ensure_image(progress: Progress = print, *, rebuild: bool = False,
                 _build_vllm(vllm_recipe, base_dir / "rootfs", vllm_dir, progress)
                 progress(f"vLLM layer ready in {time.monotonic() - started:.0f}s: {vllm_dir}")
         layers.append(vllm_dir / "layer")
+        podman_recipe = PodmanRecipe(lowers=(base_recipe.digest(), vllm_recipe.digest()))
+        podman_dir = images / f"podman-{podman_recipe.digest()}"
+        with _lock(images / f".podman-{podman_recipe.digest()}.lock"):
+            if rebuild and podman_dir.exists():
+                shutil.rmtree(podman_dir)
+            if not (podman_dir / ".complete").exists():
+                shutil.rmtree(podman_dir, ignore_errors=True)
+                started = time.monotonic()
+                _build_podman(podman_recipe, list(layers), podman_dir, progress)
+                progress(f"podman layer ready in {time.monotonic() - started:.0f}s: "
+                         f"{podman_dir}")
+        layers.append(podman_dir / "layer")
     return Image(layers=tuple(layers))
+
+
+def engine_layers(image: Image) -> tuple[Path, Path]:
+    """(base rootfs, vLLM layer) of an image with vLLM: what the lab's engine image holds."""
+    names = [p.parent.name.split("-")[0] for p in image.layers]
+    if "vllm" not in names:
+        raise LabError("the lab image has no vLLM layer (built with --no-vllm?)")
+    return image.layers[0], image.layers[names.index("vllm")]
 
 
 def list_images() -> list[dict]:

@@ -8,8 +8,10 @@ from pathlib import Path
 
 def build(*, name: str, chip: str, npus: int, roce_mtu: int, netmask: str, key: Path,
           known_hosts: Path, nodes: list[dict], roce_gateway: str, model_dir: Path,
-          versions: dict[str, str], engine: str) -> dict:
-    return {
+          versions: dict[str, str], engine: str | dict) -> dict:
+    """`engine`: the vllm executable on the nodes (engine.kind host), or an `engine:`
+    section (container, venv)."""
+    data = {
         "all": {
             "vars": {
                 "cluster": {"name": name, "chip": chip, "npus_per_node": npus,
@@ -23,7 +25,7 @@ def build(*, name: str, chip: str, npus: int, roce_mtu: int, netmask: str, key: 
                 # vLLM's CPU build: one pipeline stage per node over gloo, a fixed KV
                 # space (it cannot measure free device memory), each node's engine bound
                 # to its own CPU (a shared machine).
-                "serving": {"mode": "mp", "engine": engine, "port": 8000,
+                "serving": {"mode": "mp", "port": 8000,
                             "tensor_parallel_size": 1, "pipeline_parallel_size": len(nodes),
                             "max_model_len": 256, "max_num_seqs": 8, "startup_timeout": 300,
                             "env": {"VLLM_CPU_KVCACHE_SPACE": "1"}},
@@ -47,6 +49,13 @@ def build(*, name: str, chip: str, npus: int, roce_mtu: int, netmask: str, key: 
             },
         }
     }
+    variables = data["all"]["vars"]
+    if isinstance(engine, str):
+        variables["serving"] = {"mode": "mp", "engine": engine,
+                                **{k: v for k, v in variables["serving"].items() if k != "mode"}}
+    else:
+        variables["engine"] = dict(engine)
+    return data
 
 
 def write(path: Path, data: dict) -> None:

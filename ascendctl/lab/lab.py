@@ -21,6 +21,8 @@ from ascendctl.lab.sim import state as sim_state
 
 Progress = Callable[[str], None]
 DEFAULT_NAME = "lab"
+ENGINE_KINDS = ("host", "container", "venv")
+CONTAINER_STORAGE = "/var/lib/containers"   # podman's storage in a node (a host directory)
 
 
 def _quiet(_msg: str) -> None:
@@ -157,8 +159,18 @@ class Lab:
 
     # ---- up -------------------------------------------------------------------------
     def up(self, nodes: int = 2, npus_per_node: int = 8, chip: str = "910B3",
-           progress: Progress | None = None, with_vllm: bool = True) -> Lab:
+           progress: Progress | None = None, with_vllm: bool = True,
+           engine: str = "host") -> Lab:
+        """`engine`: how the lab inventory runs vLLM: `host` (/opt/vllm on the nodes),
+        `container` (the lab engine image, podman, from its archive) or `venv` (a venv
+        built on every node from the lab wheelhouse)."""
         say = progress or _quiet
+        if engine not in ENGINE_KINDS:
+            raise InputError(f"{engine!r} is not one of {', '.join(ENGINE_KINDS)}",
+                             field="--engine")
+        if engine != "host" and not with_vllm:
+            raise InputError("the container and venv engines are built from the vLLM layer; "
+                             "drop --no-vllm", field="--engine")
         from ascendctl.extras import require_extra
 
         require_extra("lab", "ascendctl lab")   # the tiny model is built on this machine
@@ -230,7 +242,7 @@ class Lab:
             from ascendctl.lab.model import build_model
 
             build_model(self.model_dir)
-        self._write_inventory()
+        self._write_inventory(self._engine_section(engine, say))
         say(f"lab {self.name!r} ready in {time.monotonic() - started:.1f}s; "
             f"inventory: {self.inventory_path}")
         return self
@@ -241,7 +253,12 @@ class Lab:
         layers = layers or [Path(p) for p in record["layers"]]
         lab_net = self.net
         log = lab_n.upper.parent / "console.log"
-        argv = lab_node.nspawn_argv(lab_n.machine, lab_n.name, layers, lab_n.upper)
+        binds: tuple[tuple[Path, str], ...] = ()
+        if any(p.parent.name.startswith("podman-") for p in layers):
+            storage = lab_n.upper.parent / "containers"
+            storage.mkdir(parents=True, exist_ok=True)
+            binds = ((storage, CONTAINER_STORAGE),)
+        argv = lab_node.nspawn_argv(lab_n.machine, lab_n.name, layers, lab_n.upper, binds)
         lab_n.nspawn_pid = lab_node.start(lab_n.machine, argv, log)
         self._update_node(lab_n)
         leader = self._wait_leader(lab_n)
@@ -292,14 +309,29 @@ class Lab:
         self.known_hosts.write_text("\n".join(sorted(lines)) + "\n")
         self.known_hosts.chmod(0o600)
 
-    def _write_inventory(self) -> None:
+    @staticmethod
+    def _engine_section(engine: str, say: Progress) -> str | dict:
+        if engine == "container":
+            from ascendctl.lab.engine_image import ENGINE_COMMAND, build_engine_image
+
+            built = build_engine_image(progress=say)
+            return {"kind": "container", "runtime": "podman", "image": built.image,
+                    "archive": str(built.archive), "command": ENGINE_COMMAND}
+        if engine == "venv":
+            from ascendctl.lab.wheelhouse import build_wheelhouse
+
+            return {"kind": "venv", "wheelhouse": str(build_wheelhouse(say)),
+                    "command": "vllm"}
+        return f"{lab_image.VLLM_DIR}/bin/vllm"
+
+    def _write_inventory(self, engine: str | dict) -> None:
         from ascendctl.lab import inventory
 
         data = inventory.build(
             name=self.name, chip=self.chip, npus=self.npus_per_node,
             roce_mtu=int(self._load()["roce_mtu"]), netmask=net.NETMASK,  # type: ignore[index]
             key=self.ssh_key, known_hosts=self.known_hosts, roce_gateway=self.net.roce_host_ip,
-            model_dir=self.model_dir, engine=f"{lab_image.VLLM_DIR}/bin/vllm",
+            model_dir=self.model_dir, engine=engine,
             versions={"driver": sim_state.DEFAULT_DRIVER["Version"],
                       "firmware": sim_state.DEFAULT_FIRMWARE["Version"],
                       "cann": sim_state.DEFAULT_TOOLKIT["version"], "python": "3.11",

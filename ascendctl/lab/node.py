@@ -23,15 +23,19 @@ def cgroup_dirs(machine: str) -> list[Path]:
     return dirs
 
 
-def nspawn_argv(machine: str, hostname: str, layers: list[Path], upper: Path) -> list[str]:
+def nspawn_argv(machine: str, hostname: str, layers: list[Path], upper: Path,
+                binds: tuple[tuple[Path, str], ...] = ()) -> list[str]:
     # --private-network (not --network-namespace-path): only then does the node's /sys
     # show its own interfaces. The host attaches a name to the new namespace and wires it.
+    # `binds`: host directories mounted into the node (podman's storage must sit on a real
+    # filesystem: overlay on the node's overlay root is refused).
     overlay = ":".join(str(p) for p in layers) + f":{upper}:/"
     return ["systemd-nspawn", "--quiet", "-D", str(layers[0]), f"--overlay={overlay}",
             f"--machine={machine}", f"--hostname={hostname}", "--register=no",
             "--keep-unit", "--private-network",
             "--resolv-conf=off", "--timezone=off", "--link-journal=no",
-            "--console=read-only", "-b"]
+            "--console=read-only",
+            *(f"--bind={source}:{target}" for source, target in binds), "-b"]
 
 
 def start(machine: str, argv: list[str], log: Path) -> int:

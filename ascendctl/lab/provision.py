@@ -27,6 +27,8 @@ WRAPPERS = {
     "usr/local/sbin/ascend-sim": "files",
 }
 
+DRIVER_DIRS = ("usr/local/dcmi", "usr/local/Ascend/driver/lib64")
+
 SIM_UNIT = """[Unit]
 Description=Simulated Ascend driver: version files and /dev/davinci* from the node state
 DefaultDependencies=no
@@ -82,6 +84,14 @@ def install_simulator(upper: Path) -> None:
     link_bin.parent.mkdir(parents=True, exist_ok=True)
     if not link_bin.is_symlink():
         link_bin.symlink_to("/usr/local/Ascend/driver/tools/hccn_tool")
+    # The driver paths the vllm-ascend container run mounts (`-v` of a missing source
+    # fails the run): the DCMI library directory, the driver's lib64, and npu-smi where
+    # real installs put it (the simulator's lives in /usr/local/sbin).
+    for directory in DRIVER_DIRS:
+        (upper / directory).mkdir(parents=True, exist_ok=True)
+    npu_smi = upper / "usr/local/bin/npu-smi"
+    if not npu_smi.is_symlink():
+        npu_smi.symlink_to("/usr/local/sbin/npu-smi")
     unit = upper / "etc/systemd/system/ascend-sim.service"
     unit.parent.mkdir(parents=True, exist_ok=True)
     unit.write_text(SIM_UNIT)

@@ -30,7 +30,8 @@ TIMEOUT = 120
 CONSENT = ("deploy", "rollback", "play")
 # Not run here: they build a lab and start engines (minutes). They never prompt (see
 # test_no_command_calls_a_prompt); .ci/run and the lab tests run them without a terminal.
-NOT_RUN = {"demo": "brings up a lab and deploys", "lab up": "boots lab nodes"}
+NOT_RUN = {"demo": "brings up a lab and deploys", "lab up": "boots lab nodes",
+           "lab engine-image": "writes a 4 GB image archive from the lab image"}
 
 
 def registered_commands() -> set[str]:
@@ -97,6 +98,8 @@ def invocations(s) -> dict[str, list[str]]:
         "lab model": ["lab", "model", "--out", str(tmp / "model")],
         "lab image": ["lab", "image"],
         "inventory check": ["inventory", "check", "-i", inv],
+        "engine release-set": ["engine", "release-set", "v0.23.0", "--json"],
+        "engine identity": ["engine", "identity", "-i", inv],
         "inventory show": ["inventory", "show", "-i", inv],
         "weights manifest": ["weights", "manifest", str(tmp / "empty")],
         "weights plan": ["weights", "plan", "-i", inv],

@@ -1,0 +1,220 @@
+"""The inventory's `engine:` section: what the serving engine is and how it gets onto the
+nodes.
+
+- `kind: host` (default): an executable already on every node, `serving.engine`.
+- `kind: container`: an image (`image:`, run with `runtime:` docker or podman), moved as
+  a `save` archive from the jump host when `archive:` is given.
+- `kind: venv`: a directory of wheels on the jump host (`wheelhouse:`), installed offline
+  into a venv per content hash on every node.
+
+Field validators reject what could reach a command line wrongly (leading `-`, control
+characters, relative or unnormalised paths); `coherence_problems()` lists fields that do
+not fit the kind (the loader reports the first, at its line).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from typing import Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+COMMAND_RE = re.compile(r"[A-Za-z0-9_.+/][A-Za-z0-9_.+/-]{0,254}")
+# docker/podman image reference: [host[:port]/]path[:tag][@sha256:hex], or an image ID
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+IMAGE_RE = re.compile(
+    r"(?:(?:[A-Za-z0-9][A-Za-z0-9.-]*(?::[0-9]{1,5})?)/)?"
+    rf"{_COMPONENT}(?:/{_COMPONENT})*"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[0-9a-f]{64})?"
+    r"|sha256:[0-9a-f]{64}")
+SIZE_RE = re.compile(r"[1-9][0-9]{0,12}[kKmMgG]?")
+PACKAGE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}(?:==[A-Za-z0-9][A-Za-z0-9.+!_-]{0,63})?")
+# Extra `run` options, each one token `--name=value` (or a bare flag): only options that
+# neither change what ascendctl manages (name, network, IPC, devices, restart, detach,
+# environment) nor could carry a secret into the argv.
+RUN_OPTIONS = {
+    "--cap-add": True, "--cap-drop": True, "--security-opt": True, "--ulimit": True,
+    "--user": True, "--group-add": True, "--pids-limit": True, "--label": True,
+    "--workdir": True, "--tmpfs": True, "--init": False, "--privileged": False,
+    "--read-only": False, "--memory": True, "--oom-score-adj": True,
+}
+SECRET_WORDS = re.compile(r"key|token|secret|passw", re.IGNORECASE)
+CONTAINER_FIELDS = ("runtime", "runtime_path", "image", "archive", "mounts", "options", "ipc", "shm_size")
+VENV_FIELDS = ("wheelhouse", "packages", "python")
+
+
+def _no_control(value: str) -> str:
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
+        raise ValueError("must not contain newlines or control characters")
+    return value
+
+
+def _absolute(value: str, *, home: bool = False) -> str:
+    """An absolute, normalised POSIX path (`~/...` allowed for jump-host paths)."""
+    _no_control(value)
+    if not value:
+        raise ValueError("must not be empty")
+    body = value
+    if home and (value == "~" or value.startswith("~/")):
+        body = value[1:] or "/"
+    if not body.startswith("/"):
+        raise ValueError(f"{value!r} must be an absolute path" + (" (or ~/...)" if home else ""))
+    normal = posixpath.normpath(body)
+    if normal.startswith("//"):
+        normal = "/" + normal.lstrip("/")
+    if normal != body:
+        raise ValueError(f"{value!r} is not normalised (use {value[:len(value) - len(body)] + normal!r})")
+    return value
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class MountSpec(Section):
+    """An extra bind mount into the engine container."""
+
+    source: str
+    target: str
+    read_only: bool = True
+
+    @field_validator("source", "target")
+    @classmethod
+    def _paths(cls, value: str) -> str:
+        path = _absolute(value)
+        if path == "/":
+            raise ValueError("must not be the root directory")
+        if "," in path or ":" in path:
+            raise ValueError("must not contain ',' or ':' (they separate mount options)")
+        return path
+
+
+class EngineSpec(Section):
+    kind: Literal["host", "container", "venv"] = "host"
+    # the engine's executable inside the image (container) or in the venv's bin (venv);
+    # for kind host it is serving.engine
+    command: str = "vllm"
+    runtime: Optional[Literal["docker", "podman"]] = None
+    runtime_path: Optional[str] = None       # default /usr/bin/<runtime>
+    image: Optional[str] = None
+    archive: Optional[str] = None            # docker/podman `save` tarball on the jump host
+    mounts: list[MountSpec] = []
+    options: list[str] = []
+    ipc: Literal["host", "private"] = "host"
+    shm_size: Optional[str] = None           # only with ipc: private (podman refuses it with host IPC)
+    stop_timeout: int = Field(default=30, ge=1, le=3600)
+    wheelhouse: Optional[str] = None         # directory of wheels on the jump host
+    packages: list[str] = []                 # what to install from it (default: every wheel)
+    python: Optional[str] = None             # the nodes' Python for the venv (default deploy.python)
+
+    @field_validator("command")
+    @classmethod
+    def _command(cls, value: str) -> str:
+        _no_control(value)
+        if not COMMAND_RE.fullmatch(value) or value.startswith("-"):
+            raise ValueError("use an executable name or absolute path (letters, digits, "
+                             "'_', '.', '+', '-', '/'; no leading '-')")
+        if "/" in value:
+            _absolute(value)
+        return value
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, value: Optional[str]) -> Optional[str]:
+        if value is None:
+            return None
+        _no_control(value)
+        if not IMAGE_RE.fullmatch(value):
+            raise ValueError("not an image reference ([registry/]name[:tag][@sha256:...] "
+                             "or sha256:<id>)")
+        return value
+
+    @field_validator("archive", "wheelhouse")
+    @classmethod
+    def _jump_host_path(cls, value: Optional[str]) -> Optional[str]:
+        return None if value is None else _absolute(value, home=True)
+
+    @field_validator("python", "runtime_path")
+    @classmethod
+    def _node_path(cls, value: Optional[str]) -> Optional[str]:
+        return None if value is None else _absolute(value)
+
+    @field_validator("shm_size")
+    @classmethod
+    def _size(cls, value: Optional[str]) -> Optional[str]:
+        if value is not None and not SIZE_RE.fullmatch(value):
+            raise ValueError("use a size such as 1g, 512m or 16g")
+        return value
+
+    @field_validator("packages")
+    @classmethod
+    def _packages(cls, value: list[str]) -> list[str]:
+        for item in value:
+            _no_control(item)
+            if not PACKAGE_RE.fullmatch(item):
+                raise ValueError(f"{item!r}: use a distribution name, optionally ==version")
+        return value
+
+    @field_validator("options")
+    @classmethod
+    def _options(cls, value: list[str]) -> list[str]:
+        for item in value:
+            _no_control(item)
+            name, eq, arg = item.partition("=")
+            if name not in RUN_OPTIONS:
+                raise ValueError(f"{item!r}: not an allowed run option (allowed: "
+                                 f"{', '.join(sorted(RUN_OPTIONS))}; ascendctl sets the "
+                                 "name, network, IPC, devices, mounts and environment)")
+            if RUN_OPTIONS[name] and (not eq or not arg):
+                raise ValueError(f"{item!r}: write {name}=VALUE as one item")
+            if not RUN_OPTIONS[name] and eq:
+                raise ValueError(f"{item!r}: {name} takes no value")
+            if SECRET_WORDS.search(arg):
+                raise ValueError(f"{name}: looks like a secret; secrets never go into the "
+                                 "argv (use serving.api_key)")
+        return value
+
+    def coherence_problems(self) -> list[tuple[str, str]]:
+        """(field, message) for every field that does not fit the kind, in field order."""
+        problems: list[tuple[str, str]] = []
+        set_fields = self.model_fields_set
+        if self.kind != "container":
+            for name in CONTAINER_FIELDS:
+                if name in set_fields:
+                    problems.append((name, f"applies to kind: container, not {self.kind}"))
+        if self.kind != "venv":
+            for name in VENV_FIELDS:
+                if name in set_fields:
+                    problems.append((name, f"applies to kind: venv, not {self.kind}"))
+        if self.kind == "host" and "command" in set_fields:
+            problems.append(("command", "with kind: host the executable is serving.engine"))
+        if self.kind == "container":
+            if self.runtime is None:
+                problems.append(("runtime", "kind: container needs runtime: docker or podman"))
+            if self.image is None:
+                problems.append(("image", "kind: container needs image: (the reference the "
+                                          "nodes run; with archive: the one it holds)"))
+            if self.shm_size is not None and self.ipc == "host":
+                problems.append(("shm_size", "applies only with ipc: private (with host IPC "
+                                             "the container uses the node's /dev/shm)"))
+            targets = [m.target for m in self.mounts]
+            duplicate = next((t for t in targets if targets.count(t) > 1), None)
+            if duplicate:
+                problems.append(("mounts", f"target {duplicate} is mounted twice"))
+        if self.kind == "venv":
+            if self.wheelhouse is None:
+                problems.append(("wheelhouse", "kind: venv needs wheelhouse: (a directory "
+                                               "of wheels on the jump host)"))
+            if "/" in self.command:
+                problems.append(("command", "with kind: venv the command is a name in the "
+                                            "venv's bin directory"))
+        return problems
+
+    @property
+    def runtime_executable(self) -> str:
+        return self.runtime_path or f"/usr/bin/{self.runtime or 'podman'}"
+
+    @property
+    def effective_shm_size(self) -> Optional[str]:
+        return (self.shm_size or "1g") if self.ipc == "private" else None

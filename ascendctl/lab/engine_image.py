@@ -1,0 +1,155 @@
+"""`ascendctl lab engine-image`: the lab's vLLM CPU engine as a container image archive.
+
+Written from the node image's own layers (no registry, no build tool): the base root
+filesystem and the vLLM layer, plus a small layer with a simulated CANN toolkit (the
+same files, in the same format, as the simulated nodes have), as a docker-archive that
+`podman load` and `docker load` read. Layer tars are written once and shared by every
+tag; a tag only changes a label in the image config, so tags have different image IDs
+and the same layers. Cached under <lab root>/engine-images/.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ascendctl.engine.archive import LayerTar, image_config, write_docker_archive, write_layer_tar
+from ascendctl.errors import InputError
+from ascendctl.lab import paths
+from ascendctl.lab.hostcmd import LabError
+from ascendctl.lab.image import VLLM_DIR, VLLM_VERSION, Progress, _lock, engine_layers, ensure_image
+from ascendctl.lab.sim import files as sim_files
+from ascendctl.lab.sim import state as sim_state
+
+REPOSITORY = "localhost/ascendctl-lab/vllm-cpu"
+DEFAULT_TAG = "v1"
+TAG_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+TAG_LABEL = "org.ascendctl.lab.tag"
+WRITER_VERSION = "1"
+ENGINE_COMMAND = "vllm"
+IMAGE_ENV = (f"PATH={VLLM_DIR}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+             "HOME=/root", "LANG=C.UTF-8",
+             "ASCEND_TOOLKIT_HOME=/usr/local/Ascend/ascend-toolkit/latest")
+
+
+@dataclass(frozen=True)
+class EngineImage:
+    image: str
+    archive: Path
+    image_id: str
+    bytes: int
+    tag: str
+    cann: str
+    seconds: float
+    built: bool
+
+    def to_dict(self) -> dict:
+        return {"image": self.image, "archive": str(self.archive), "image_id": self.image_id,
+                "bytes": self.bytes, "tag": self.tag, "cann": self.cann,
+                "engine_command": ENGINE_COMMAND, "seconds": round(self.seconds, 1),
+                "built": self.built}
+
+
+def cache_dir() -> Path:
+    return paths.lab_root() / "engine-images"
+
+
+def check_tag(tag: str) -> str:
+    if not TAG_RE.fullmatch(tag):
+        raise InputError("use letters, digits, '_', '.' or '-' (at most 128, no leading "
+                         "'.' or '-')", field="--tag")
+    return tag
+
+
+def cann_files(toolkit: dict[str, str], running: str) -> dict[str, str]:
+    """The toolkit's files as the simulated nodes have them (sim/files.py), without the
+    driver's (those come from the node, mounted)."""
+    state = {"driver": {}, "firmware": {}, "install_info": False, "toolkit": toolkit,
+             "toolkit_running": running}
+    return {path: text for path, text in sim_files.render(state).items()
+            if path.startswith(sim_files.TOOLKIT_ROOT)}
+
+
+def _cann_layer(out: Path, toolkit: dict[str, str], running: str) -> LayerTar:
+    content = json.dumps({"files": cann_files(toolkit, running), "w": WRITER_VERSION},
+                         sort_keys=True)
+    name = "cann-" + hashlib.sha256(content.encode()).hexdigest()[:16]
+    return _cached_layer(out, name, lambda tmp: _write_cann_tree(tmp, toolkit, running))
+
+
+def _write_cann_tree(root: Path, toolkit: dict[str, str], running: str) -> None:
+    state = {"driver": {}, "firmware": {}, "install_info": False, "toolkit": toolkit,
+             "toolkit_running": running}
+    sim_files.sync_files(state, str(root))
+    for leftover in ("usr/local/Ascend/driver", "usr/local/Ascend/firmware"):
+        shutil.rmtree(root / leftover, ignore_errors=True)
+    # fixed times: the same files give the same layer on every machine
+    for path in sorted(root.rglob("*"), reverse=True):
+        os.utime(path, (0, 0), follow_symlinks=False)
+    os.utime(root, (0, 0))
+
+
+def _cached_layer(out: Path, name: str, fill) -> LayerTar:
+    tar = out / "layers" / f"{name}.tar"
+    meta = tar.with_suffix(".json")
+    if tar.exists() and meta.exists():
+        data = json.loads(meta.read_text())
+        if data.get("w") == WRITER_VERSION and tar.stat().st_size == data["size"]:
+            return LayerTar(tar, data["diff_id"], data["size"])
+    if callable(fill):
+        with tempfile.TemporaryDirectory(dir=out) as tmp:
+            source = Path(tmp) / "root"
+            source.mkdir()
+            fill(source)
+            layer = write_layer_tar(source, tar)
+    else:
+        layer = write_layer_tar(Path(fill), tar)
+    meta.write_text(json.dumps({"diff_id": layer.diff_id, "size": layer.size,
+                                "w": WRITER_VERSION}) + "\n")
+    return layer
+
+
+def build_engine_image(tag: str = DEFAULT_TAG, progress: Progress = print) -> EngineImage:
+    """The archive for TAG (built once; later calls return the cached one)."""
+    check_tag(tag)
+    started = time.monotonic()
+    image = ensure_image(progress, with_vllm=True)
+    base, vllm = engine_layers(image)
+    out = cache_dir()
+    out.mkdir(parents=True, exist_ok=True)
+    toolkit = dict(sim_state.DEFAULT_TOOLKIT)
+    running = sim_state.DEFAULT_TOOLKIT_RUNNING
+    with _lock(out / ".lock"):
+        layers = []
+        for directory in (base, vllm):
+            name = directory.parent.name           # base-<hash>, vllm-<hash>: the recipe
+            if not (out / "layers" / f"{name}.tar").exists():
+                progress(f"writing layer {name} (once; a few GB take ~30 s)")
+            layers.append(_cached_layer(out, name, directory))
+        layers.append(_cann_layer(out, toolkit, running))
+        config = image_config(
+            [layer.diff_id for layer in layers], env=IMAGE_ENV, cmd=["/bin/sh"],
+            labels={TAG_LABEL: tag, "org.opencontainers.image.version": VLLM_VERSION,
+                    "org.opencontainers.image.title": "ascendctl lab vLLM CPU engine",
+                    "org.ascendctl.lab.cann": toolkit["version"]})
+        image_id = "sha256:" + hashlib.sha256(config).hexdigest()
+        reference = f"{REPOSITORY}:{tag}"
+        archive = out / f"vllm-cpu-{tag}-{image_id[7:19]}.tar"
+        built = not archive.exists()
+        if built:
+            progress(f"writing the image archive {archive.name}")
+            written = write_docker_archive(archive, layers, config, [reference])
+            if written != image_id:
+                raise LabError(f"archive writer produced {written}, expected {image_id}")
+            for stale in out.glob(f"vllm-cpu-{tag}-*.tar"):
+                if stale != archive:
+                    stale.unlink()
+    return EngineImage(reference, archive, image_id, archive.stat().st_size, tag,
+                       toolkit["version"], time.monotonic() - started, built)
