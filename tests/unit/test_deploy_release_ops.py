@@ -104,19 +104,58 @@ def test_lock_is_exclusive_names_holder_and_detects_stale(tmp_path):
     root = str(tmp_path)
     me = {"holder": "alice@jump", "token": "t1", "since": "now"}
     other = {"holder": "bob@jump", "token": "t2"}
-    assert ops.op_lock(root, "acquire", me, 900, False) == {"acquired": True}
-    refused = ops.op_lock(root, "acquire", other, 900, False)
+    assert ops.op_lock(root, "acquire", me, 900) == {"acquired": True, "broke": None}
+    refused = ops.op_lock(root, "acquire", other, 900)
     assert refused["acquired"] is False and refused["holder"]["holder"] == "alice@jump"
+    assert "token" not in refused["holder"]
     assert refused["stale"] is False
     old = time.time() - 2000
     os.utime(tmp_path / "deploy.lock" / "heartbeat", (old, old))
-    assert ops.op_lock(root, "acquire", other, 900, False)["stale"] is True
-    assert ops.op_lock(root, "heartbeat", me, 900, False) == {"held": True}
-    assert ops.op_lock(root, "acquire", other, 900, False)["stale"] is False
-    assert ops.op_lock(root, "release", other, 900, False) == {"released": False}
-    assert ops.op_lock(root, "acquire", other, 900, True) == {"acquired": True}  # forced
-    assert ops.op_lock(root, "release", other, 900, False) == {"released": True}
+    assert ops.op_lock(root, "acquire", other, 900)["stale"] is True
+    assert ops.op_lock(root, "heartbeat", me, 900)["held"] is True
+    assert ops.op_lock(root, "acquire", other, 900)["stale"] is False
+    lost = ops.op_lock(root, "release", other, 900)
+    assert lost["released"] is False and lost["holder"]["holder"] == "alice@jump"
+    assert ops.op_lock(root, "heartbeat", other, 900)["held"] is False
+    assert (tmp_path / "deploy.lock").exists()
+
+
+def test_force_unlock_breaks_only_a_stale_lock_unless_told_any(tmp_path):
+    root = str(tmp_path)
+    me = {"holder": "alice@jump", "token": "t1", "since": "now"}
+    other = {"holder": "bob@jump", "token": "t2"}
+    ops.op_lock(root, "acquire", me, 900)
+    fresh = ops.op_lock(root, "acquire", other, 900, force="stale")
+    assert fresh["acquired"] is False and fresh["refused_force"] is True
+    assert ops.op_lock(root, "heartbeat", me, 900)["held"] is True      # still alice's
+    old = time.time() - 2000
+    os.utime(tmp_path / "deploy.lock" / "heartbeat", (old, old))
+    broken = ops.op_lock(root, "acquire", other, 900, force="stale")
+    assert broken["acquired"] is True and broken["broke"]["holder"] == "alice@jump"
+    beat = ops.op_lock(root, "heartbeat", me, 900)          # alice learns she lost it
+    assert beat["held"] is False and beat["holder"]["holder"] == "bob@jump"
+    assert ops.op_lock(root, "release", me, 900)["released"] is False
+    taken = ops.op_lock(root, "acquire", me, 900, force="any")       # double consent
+    assert taken["acquired"] is True and taken["broke"]["holder"] == "bob@jump"
+    events = ops.read_history(root, 5)
+    assert [(e["event"], e["holder"], e["by"], e["stale"]) for e in events] == [
+        ("lock-broken", "alice@jump", "bob@jump", True),
+        ("lock-broken", "bob@jump", "alice@jump", False)]
+    assert ops.op_lock(root, "release", me, 900)["released"] is True
     assert not (tmp_path / "deploy.lock").exists()
+    with pytest.raises(ValueError, match="force level"):
+        ops.op_lock(root, "acquire", me, 900, force="yes")
+
+
+def test_a_lock_without_its_holder_file_still_goes_stale(tmp_path):
+    (tmp_path / "deploy.lock").mkdir()
+    old = time.time() - 2000
+    os.utime(tmp_path / "deploy.lock", (old, old))
+    refused = ops.op_lock(str(tmp_path), "acquire", {"holder": "b", "token": "t"}, 900)
+    assert refused["holder"]["holder"] == "(unreadable)" and refused["stale"] is True
+    taken = ops.op_lock(str(tmp_path), "acquire", {"holder": "b", "token": "t"}, 900,
+                        force="stale")
+    assert taken["acquired"] is True
 
 
 def test_bootstrap_runs_the_shipped_source_from_stdin(tmp_path):
