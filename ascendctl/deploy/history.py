@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ascendctl.deploy.nodestate import NodeState
 from ascendctl.deploy.release import ALL_UNITS
 from ascendctl.inventory import Inventory
+
+if TYPE_CHECKING:
+    from ascendctl.transport import SshPool
 
 
 def collect_history(inv: Inventory) -> dict[str, Any]:
@@ -56,7 +59,7 @@ def collect_history(inv: Inventory) -> dict[str, Any]:
     }
 
 
-def _bench_records(inv: Inventory, pool: Any) -> dict[str, list[dict[str, Any]]]:
+def _bench_records(inv: Inventory, pool: "SshPool") -> dict[str, list[dict[str, Any]]]:
     """`ascendctl bench` results kept on the head, by release (see ascendctl/benchmark)."""
     from ascendctl.benchmark.run import stored_results
     from ascendctl.errors import AscendctlError

@@ -209,3 +209,56 @@ def test_model_links_are_not_part_of_the_release_content(tmp_path):
     assert repaired["changed"]
     assert (tmp_path / "releases" / "r-1" / "engine.env").read_text() == "A=1\n"
     assert (model / "model.safetensors.index.json").read_text() == "{}"
+
+
+def test_exchange_swaps_two_directories_in_one_step(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "which").write_text("a")
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "which").write_text("b")
+    assert ops.exchange_paths(str(tmp_path / "a"), str(tmp_path / "b")) is True
+    assert (tmp_path / "a" / "which").read_text() == "b"
+    assert (tmp_path / "b" / "which").read_text() == "a"
+
+
+def test_replacing_a_release_never_leaves_a_moment_without_it(tmp_path):
+    import threading
+
+    stage(tmp_path, "r-1", **{"engine.env": "A=1\n", **{f"f{i}": "x" * 4096 for i in range(40)}})
+    model = tmp_path / "releases" / "r-1" / "model"
+    model.mkdir()
+    (model / "w.safetensors").symlink_to("/store/abc")
+    directory = tmp_path / "releases" / "r-1"
+    missing: list[str] = []
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            if not (directory / "engine.env").exists():
+                missing.append("engine.env")
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        for round_ in range(15):
+            (directory / "engine.env").write_text(f"tampered {round_}\n")
+            assert stage(tmp_path, "r-1", **{"engine.env": "A=1\n",
+                                             **{f"f{i}": "x" * 4096 for i in range(40)}})["changed"]
+    finally:
+        done.set()
+        watcher.join()
+    assert missing == []
+    assert os.readlink(model / "w.safetensors") == "/store/abc"     # model links kept
+    assert sorted(p.name for p in (tmp_path / "releases").iterdir()) == ["r-1"]
+
+
+def test_unset_current_and_state_reports_leftovers(tmp_path):
+    stage(tmp_path, "r-1", **{"a": "1"})
+    ops.op_switch(str(tmp_path), "r-1", check=False)
+    (tmp_path / "releases" / ".staging-r-2-99").mkdir()
+    state = ops.op_state(str(tmp_path), [])
+    assert state["leftovers"] == [".staging-r-2-99"] and state["current"] == "r-1"
+    assert [r["id"] for r in state["releases"]] == ["r-1"]
+    assert ops.op_unset_current(str(tmp_path)) == {"changed": True, "previous": "r-1"}
+    assert ops.current_release(str(tmp_path)) is None
+    assert ops.op_unset_current(str(tmp_path))["changed"] is False
