@@ -38,9 +38,9 @@ def collect_history(inv: Inventory) -> dict[str, Any]:
                 entry["status"] = "failed"
     events = list(head_state.history) if head_state else []
     for event in events:
-        entry = releases.get(event.get("release"))
-        if entry is not None and event.get("event") == "failed":
-            entry["failure"] = (f"{event.get('step')} on {event.get('node')}: "
+        failed = releases.get(str(event.get("release")))
+        if failed is not None and event.get("event") == "failed":
+            failed["failure"] = (f"{event.get('step')} on {event.get('node')}: "
                                 f"{event.get('reason')}")
     for release_id, records in bench.items():
         if release_id in releases and records:

@@ -350,8 +350,8 @@ class PlaybookRunner:
                     results[name] = res.value
                 else:
                     results[name] = TaskHostResult(
-                        host=name, status="unreachable" if res.status.value == "unreachable"
-                        else "failed", msg=res.error or "failed", error_kind=res.error_kind,
+                        host=name, status=TaskStatus.UNREACHABLE if res.status.value == "unreachable"
+                        else TaskStatus.FAILED, msg=res.error or "failed", error_kind=res.error_kind,
                         duration=res.duration)
         report.results = {n: results[n] for n in names if n in results}
         report.duration = time.monotonic() - started
@@ -386,7 +386,8 @@ class PlaybookRunner:
         res = self.pool.call(first, lambda conn: self.run_task_on_host(
             play, task, self.states[conn.name], once_for=names))
         if not res.ok or res.value is None:
-            status = "unreachable" if res.status.value == "unreachable" else "failed"
+            status = TaskStatus.UNREACHABLE if res.status.value == "unreachable" \
+                else TaskStatus.FAILED
             single = TaskHostResult(host=first, status=status, msg=res.error or "failed",
                                     error_kind=res.error_kind, duration=res.duration)
         else:
@@ -399,7 +400,7 @@ class PlaybookRunner:
             elif single.status == "unreachable" and name != first:
                 # The controller could not reach the host it ran on; the others are fine
                 # but cannot go on without this task's result.
-                results[name] = TaskHostResult(host=name, status="failed",
+                results[name] = TaskHostResult(host=name, status=TaskStatus.FAILED,
                                                msg=f"run_once task failed on {first}: "
                                                f"{single.msg}", duration=single.duration)
             else:
@@ -434,23 +435,23 @@ class PlaybookRunner:
         started = time.monotonic()
         name = state.host.name
 
-        def done(status: str, msg: str = "", **kwargs: Any) -> TaskHostResult:
+        def done(status: TaskStatus, msg: str = "", **kwargs: Any) -> TaskHostResult:
             return TaskHostResult(host=name, status=status, msg=msg,
                                   duration=time.monotonic() - started, no_log=task.no_log,
                                   **kwargs)
 
         module_cls = MODULES.get(task.module)
         if module_cls is None:
-            return done("failed", f"no module named {task.module!r}")
+            return done(TaskStatus.FAILED, f"no module named {task.module!r}")
         try:
             variables = self.variables(state, task)
             if task.when is not None and not self.templar.truth(task.when, variables):
-                return done("skipped", "condition is false")
+                return done(TaskStatus.SKIPPED, "condition is false")
         except TemplateError as err:
-            return done("failed", str(err))
+            return done(TaskStatus.FAILED, str(err))
         check = self.options.check and task.check_mode is not False
         if check and not module_cls.supports_check:
-            return done("skipped", "not run in check mode (add `check_mode: false` to a "
+            return done(TaskStatus.SKIPPED, "not run in check mode (add `check_mode: false` to a "
                         "read-only task to run it anyway)")
         attempts = task.attempts
         result = ModuleResult()
@@ -461,7 +462,7 @@ class PlaybookRunner:
                 result = self._invoke(module_cls, play, task, state, variables, check,
                                       once_for)
             except ConnectError as err:
-                return done("unreachable", err.reason, error_kind=err.kind, attempts=attempt)
+                return done(TaskStatus.UNREACHABLE, err.reason, error_kind=err.kind, attempts=attempt)
             registered = _result_dict(result, attempt)
             try:
                 with_result = {**variables, "result": registered}
@@ -477,7 +478,7 @@ class PlaybookRunner:
                 finished = (self.templar.truth(task.until, with_result) if task.until
                             is not None else not result.failed)
             except TemplateError as err:
-                return done("failed", str(err), attempts=attempt)
+                return done(TaskStatus.FAILED, str(err), attempts=attempt)
             if finished or attempt == attempts:
                 if task.until is not None and not finished:
                     result.failed = True
@@ -486,17 +487,15 @@ class PlaybookRunner:
                 break
             assert self.pool is not None
             if self.pool.cancel.wait(task.delay):
-                return done("failed", "interrupted", attempts=attempt)
-        status = "failed" if result.failed else "skipped" if result.skipped else \
-            "changed" if result.changed else "ok"
+                return done(TaskStatus.FAILED, "interrupted", attempts=attempt)
+        status = _status(result)
         data = dict(registered)
         if result.facts:
             data["_facts"] = result.facts
         if result.per_host is not None:
             data["_per_host"] = {
                 host: TaskHostResult(
-                    host=host, status="failed" if r.failed else "changed" if r.changed
-                    else "skipped" if r.skipped else "ok", msg=r.msg,
+                    host=host, status=_status(r), msg=r.msg,
                     data=_result_dict(r, attempt), diffs=r.diffs,
                     duration=time.monotonic() - started, attempts=attempt,
                     ignored=r.failed and task.ignore_errors, no_log=task.no_log)
@@ -541,6 +540,11 @@ class PlaybookRunner:
         except Exception as err:  # noqa: BLE001 - a module bug fails the task, not the run
             return ModuleResult(failed=True, msg=f"{task.module}: internal error: "
                                 f"{type(err).__name__}: {err}")
+
+
+def _status(result: ModuleResult) -> TaskStatus:
+    return TaskStatus.FAILED if result.failed else TaskStatus.SKIPPED if result.skipped \
+        else TaskStatus.CHANGED if result.changed else TaskStatus.OK
 
 
 def _result_dict(result: ModuleResult, attempts: int) -> dict[str, Any]:

@@ -182,7 +182,7 @@ class LocalRemote(RemoteCommands):
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                    start_new_session=True)
         deadline = started + timeout
-        pending = data if data is not None else b""
+        pending: Optional[bytes] = data if data is not None else b""
         while True:
             try:
                 # Short slices keep an interrupt (the pool's cancel) responsive; a retried

@@ -78,3 +78,18 @@ def test_success_and_no_op():
     same = Outcome(release_id="r-old", previous="r-old")
     assert deploy_verdict(same, report(), None, verb="deploy", check=False)[1] == \
         "r-old was already serving: nothing changed"
+
+
+def test_really_without_force_unlock_is_bad_input_before_anything_runs(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[2] / "inventory.example.yaml"
+    for args in (["deploy", "--really"], ["rollback", "--really"]):
+        done = subprocess.run([sys.executable, "-m", "ascendctl", *args, "-i", str(example),
+                               "--yes"], capture_output=True, text=True, timeout=60,
+                              stdin=subprocess.DEVNULL)
+        assert done.returncode == Exit.USAGE, done.stderr
+        assert "--really: --really only goes with --force-unlock" in done.stderr
+        assert "Traceback" not in done.stderr

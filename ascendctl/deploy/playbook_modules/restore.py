@@ -10,7 +10,7 @@ never touched it does nothing (the old release still serves).
 from __future__ import annotations
 
 import time
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from ascendctl.deploy.engines import POLL_S, StepFailed
 from ascendctl.deploy.playbook_modules.common import NoArgs, engine
@@ -20,6 +20,9 @@ from ascendctl.errors import AscendctlError
 from ascendctl.inventory import Host
 from ascendctl.playbook.modules import Module, ModuleContext, ModuleResult, register_module
 from ascendctl.transport.errors import ConnectError
+
+if TYPE_CHECKING:
+    from ascendctl.transport.remote import Remote
 
 RETRY_S = 10.0
 
@@ -98,7 +101,7 @@ def wait_reachable(ctx: ModuleContext, run: DeployRun, hosts: list[Host],
     """Every node answers again within budget_s (connections re-opened as needed)."""
     deadline = time.monotonic() + budget_s
 
-    def one(conn) -> Optional[str]:
+    def one(conn: "Remote") -> Optional[str]:
         fresh = conn.failure is None and conn.is_open
         while True:
             try:
@@ -136,7 +139,7 @@ def bring_up(ctx: ModuleContext, run: DeployRun, hosts: list[Host], target: Swit
     streamed completion), start the node services."""
     changed: dict[str, list[str]] = {}
 
-    def install(conn) -> list[str]:
+    def install(conn: "Remote") -> list[str]:
         host = run.inv.host(conn.name)
         return run.ops(host, conn).install_units(target.release_id, target.units(host.name))
 
@@ -175,7 +178,7 @@ def bring_up(ctx: ModuleContext, run: DeployRun, hosts: list[Host], target: Swit
 def point_current(ctx: ModuleContext, run: DeployRun, hosts: list[Host],
                   back: Optional[str]) -> None:
     """`current` names the restored release on every node (none if there was none)."""
-    def one(conn) -> None:
+    def one(conn: "Remote") -> None:
         host = run.inv.host(conn.name)
         ops = run.ops(host, conn)
         if back is not None:
@@ -200,7 +203,7 @@ def record_failure(ctx: ModuleContext, run: DeployRun, release_id: str) -> None:
              "step": outcome.failed_step, "node": outcome.failed_node,
              "reason": (outcome.reason or "")[:300], "rolled_back_to": outcome.rolled_back_to}
 
-    def one(conn) -> None:
+    def one(conn: "Remote") -> None:
         ops = run.ops(run.inv.host(conn.name), conn)
         ops.mark(release_id, "failed")
         ops.history(event)
@@ -212,7 +215,7 @@ def read_currents(ctx: ModuleContext, run: DeployRun) -> dict[str, Optional[str]
     """Each node's `current` now (for a truthful report after a failed restore)."""
     from ascendctl.deploy.release import ALL_UNITS
 
-    def one(conn) -> Optional[str]:
+    def one(conn: "Remote") -> Optional[str]:
         try:
             return run.ops(run.inv.host(conn.name), conn).state(ALL_UNITS).current
         except AscendctlError:

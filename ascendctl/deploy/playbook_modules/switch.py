@@ -11,7 +11,7 @@ still holds the deploy lock before it touches anything.
 from __future__ import annotations
 
 import time
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from ascendctl.deploy.engines import POLL_S, ProbeAnswer, StepFailed
 from ascendctl.deploy.lock import LockLost
@@ -23,6 +23,9 @@ from ascendctl.inventory import Host
 from ascendctl.playbook.modules import (
     Module, ModuleContext, ModuleError, ModuleResult, register_module,
 )
+
+if TYPE_CHECKING:
+    from ascendctl.transport.remote import Remote
 
 
 def _restarting(run: DeployRun, ctx: ModuleContext) -> list[Host]:
@@ -135,7 +138,7 @@ def still_up(ctx: ModuleContext, run: DeployRun, hosts: list[Host], step: str, *
     process it was started with (checked on the hosts in parallel)."""
     target = target or run.target()
 
-    def one(conn) -> Optional[StepFailed]:
+    def one(conn: "Remote") -> Optional[StepFailed]:
         host = run.inv.host(conn.name)
         control = engine(ctx, run, host, step)
         try:
