@@ -7,7 +7,10 @@ from typing import List, Optional
 
 import typer
 
-from ascendctl.cli.options import inventory_option, json_option
+from ascendctl.cli.options import (
+    check_option, diff_option, forks_option, inventory_option, json_option, junit_option,
+    limit_option, yes_option,
+)
 from ascendctl.exitcodes import EXIT_CODES_HELP
 
 
@@ -37,12 +40,9 @@ def _extra_vars(values: Optional[List[str]]) -> dict:
 def play(
     playbook: Path = typer.Argument(..., help="Playbook file (or a name from playbooks/)."),
     inventory: Path = inventory_option(),
-    check: bool = typer.Option(False, "--check", "-C",
-                               help="Change nothing; show what would change (with diffs)."),
-    diff: bool = typer.Option(False, "--diff", "-D", help="Show diffs of changed files."),
-    limit: Optional[str] = typer.Option(None, "--limit", "-l",
-                                        help="Only these hosts (pattern: node0,node1 / "
-                                        "'nodes:!node3')."),
+    check: bool = check_option(),
+    diff: bool = diff_option(),
+    limit: Optional[str] = limit_option(),
     tags: Optional[List[str]] = typer.Option(None, "--tags", "-t",
                                              help="Only tasks with these tags (comma list)."),
     skip_tags: Optional[List[str]] = typer.Option(None, "--skip-tags",
@@ -50,25 +50,20 @@ def play(
     list_tasks: bool = typer.Option(False, "--list-tasks",
                                     help="List the plays and tasks that would run; "
                                     "contact nothing."),
-    forks: int = typer.Option(16, "--forks", "-f", min=1, max=1024,
-                              help="Hosts worked on in parallel."),
+    forks: int = forks_option(),
     extra_vars: Optional[List[str]] = typer.Option(None, "--extra-vars", "-e",
                                                    help="NAME=VALUE or @vars.yaml "
                                                    "(highest precedence)."),
-    yes: bool = typer.Option(False, "--yes", "-y",
-                             help="Answer yes to plays that ask for confirmation."),
+    yes: bool = yes_option(),
     connect_timeout: Optional[float] = typer.Option(
         None, "--connect-timeout", min=0.1,
         help="Override the inventory's ssh.connect_timeout (seconds)."),
-    junit: Optional[Path] = typer.Option(None, "--junit",
-                                         help="Also write JUnit XML here (one testcase per "
-                                         "task and host)."),
+    junit: Optional[Path] = junit_option(),
     as_json: bool = json_option(),
 ) -> None:
     """Run a playbook: plays of tasks on the inventory's hosts over one SSH connection each.
 
-    Reports ok/changed/failed/skipped per task and host and a recap. Exit 0 when every
-    task succeeded, 1 when a task failed, 4 when a host was unreachable, 130 on Ctrl-C.
+    Reports ok/changed/failed/skipped per task and host and a recap. Exit 0 when every task succeeded, 1 when a task failed, 4 when a host was unreachable, 130 on Ctrl-C. Plays marked `rescue: true` run only after a failure, `always: true` plays whatever happened (docs/playbooks.md).
     """
     from ascendctl.cli.playrun import PlayCommand, run_playbook_command, split_tags
     from ascendctl.console import print_json

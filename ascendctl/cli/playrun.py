@@ -32,7 +32,7 @@ def split_tags(values: Optional[list[str]]) -> frozenset[str]:
     return frozenset(t.strip() for v in values or [] for t in v.split(",") if t.strip())
 
 
-def _runner(book_path: Path, inv: Any, command: PlayCommand) -> Any:
+def _runner(book_path: Path, inv: Any, command: PlayCommand, run_state: Any = None) -> Any:
     from ascendctl.console import is_terminal
     from ascendctl.playbook import PlaybookRunner, RunOptions, load_playbook, templar_for
     from ascendctl.playbook.reporting import ConsoleReporter, Reporter
@@ -50,17 +50,20 @@ def _runner(book_path: Path, inv: Any, command: PlayCommand) -> Any:
         connect_timeout=command.connect_timeout)
     reporter = Reporter() if command.as_json else ConsoleReporter(show_diff=command.diff,
                                                                    check=command.check)
-    return PlaybookRunner(book, inv, options, reporter, templar_for(book.path))
+    return PlaybookRunner(book, inv, options, reporter, templar_for(book.path),
+                          run_state=run_state)
 
 
-def run_playbook_command(book_path: Path, inv: Any, command: PlayCommand) -> Any:
+def run_playbook_command(book_path: Path, inv: Any, command: PlayCommand,
+                         run_state: Any = None) -> Any:
     """Run the playbook with a console (or JSON) reporter; write JUnit if asked.
 
+    run_state: a RunState the caller prepared (and reads afterwards), or None.
     Returns the RunReport; the caller decides the exit code and what else to print.
     """
     from ascendctl.playbook.reporting import write_junit
 
-    report = _runner(book_path, inv, command).run()
+    report = _runner(book_path, inv, command, run_state).run()
     if command.junit is not None:
         write_junit(report, command.junit)
     return report
@@ -77,6 +80,7 @@ def list_playbook_tasks(book_path: Path, inv: Any, command: PlayCommand) -> None
     if command.as_json:
         print_json({"playbook": str(runner.playbook.path), "plays": [
             {"name": p.name, "hosts": [h.name for h in hosts], "order": p.order,
+             "rescue": p.rescue, "always": p.always,
              "tasks": [{"name": t.name, "module": t.module, "tags": sorted(t.tags | p.tags)}
                        for t in p.tasks if task_selected(t, p, runner.options)],
              "handlers": [h.name for h in p.handlers]} for p, hosts in planned]})

@@ -2,41 +2,45 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ascendctl.deploy.nodestate import NodeState
 from ascendctl.deploy.release import ALL_UNITS
 from ascendctl.inventory import Inventory
+
+if TYPE_CHECKING:
+    from ascendctl.transport import SshPool
 
 
 def collect_history(inv: Inventory) -> dict[str, Any]:
     """Every node's releases and `current` (one call per node), the head's history."""
     from ascendctl.benchmark.run import headline_from_record
-    from ascendctl.deploy.context import DeployContext
+    from ascendctl.deploy.nodeops import NodeOps
     from ascendctl.transport import SshPool
 
-    context = DeployContext(inv)
     with SshPool(inv.hosts) as pool:
-        results = pool.map(lambda conn: context.ops(inv.host(conn.name), conn)
+        results = pool.map(lambda conn: NodeOps.for_host(inv, inv.host(conn.name), conn)
                            .state(ALL_UNITS))
         bench = _bench_records(inv, pool) if results[inv.head.name].ok else {}
-    states = {name: r.value for name, r in results.items() if r.ok}
+    states: dict[str, NodeState] = {name: r.value for name, r in results.items()
+                                    if r.ok and r.value is not None}
     unreachable = {name: r.error for name, r in results.items() if not r.ok}
-    head_state = states.get(inv.head.name) or next(iter(states.values()), {})
+    head_state = states.get(inv.head.name) or next(iter(states.values()), None)
     releases: dict[str, dict[str, Any]] = {}
     for node, state in states.items():
-        for release in state.get("releases", []):
-            entry = releases.setdefault(release["id"], {**release, "nodes": [],
-                                                        "current_on": []})
+        for release in state.releases:
+            entry = releases.setdefault(release.id, {**release.as_dict(), "nodes": [],
+                                                     "current_on": []})
             entry["nodes"].append(node)
-            if state.get("current") == release["id"]:
+            if state.current == release.id:
                 entry["current_on"].append(node)
-            if release["status"] == "failed":
+            if release.status == "failed":
                 entry["status"] = "failed"
-    events = head_state.get("history", [])
+    events = list(head_state.history) if head_state else []
     for event in events:
-        entry = releases.get(event.get("release"))
-        if entry is not None and event.get("event") == "failed":
-            entry["failure"] = (f"{event.get('step')} on {event.get('node')}: "
+        failed = releases.get(str(event.get("release")))
+        if failed is not None and event.get("event") == "failed":
+            failed["failure"] = (f"{event.get('step')} on {event.get('node')}: "
                                 f"{event.get('reason')}")
     for release_id, records in bench.items():
         if release_id in releases and records:
@@ -44,7 +48,7 @@ def collect_history(inv: Inventory) -> dict[str, Any]:
     ordered = sorted(releases.values(), key=lambda r: r.get("created") or "")
     for revision, entry in enumerate(ordered, start=1):
         entry["revision"] = revision
-    currents = {node: state.get("current") for node, state in states.items()}
+    currents = {node: state.current for node, state in states.items()}
     return {
         "cluster": inv.cluster.name,
         "current": currents,
@@ -55,7 +59,7 @@ def collect_history(inv: Inventory) -> dict[str, Any]:
     }
 
 
-def _bench_records(inv: Inventory, pool: Any) -> dict[str, list[dict[str, Any]]]:
+def _bench_records(inv: Inventory, pool: "SshPool") -> dict[str, list[dict[str, Any]]]:
     """`ascendctl bench` results kept on the head, by release (see ascendctl/benchmark)."""
     from ascendctl.benchmark.run import stored_results
     from ascendctl.errors import AscendctlError

@@ -22,7 +22,7 @@ from ascendctl.playbook.modules import MODULES, Module, ModuleError, load_module
 from ascendctl.playbook.templating import Templar, TemplateError, contains_template
 
 PLAY_KEYS = ("name", "hosts", "order", "serial", "vars", "tasks", "handlers", "tags",
-             "gather_facts", "any_errors_fatal", "always", "confirm", "become")
+             "gather_facts", "any_errors_fatal", "always", "rescue", "confirm", "become")
 TASK_KEYS = ("name", "when", "tags", "register", "retries", "delay", "until", "notify",
              "ignore_errors", "run_once", "changed_when", "failed_when", "check_mode",
              "no_log", "become", "timeout", "vars")
@@ -175,14 +175,21 @@ class _Loader:
         confirm = raw.get("confirm")
         if confirm is not None:
             confirm = self.text(confirm, path + ("confirm",))
+        always = self.flag(raw.get("always", False), path + ("always",))
+        rescue = self.flag(raw.get("rescue", False), path + ("rescue",))
+        if always and rescue:
+            raise self.fail("a play is `always` (runs whatever happened) or `rescue` (runs "
+                            "only after a failure), not both", path + ("rescue",))
+        if rescue and confirm is not None:
+            raise self.fail("a rescue play runs after a failure and cannot wait for an "
+                            "answer; drop `confirm`", path + ("confirm",))
         return Play(
             name=name, hosts=hosts, where=self.where(path), order=order, serial=serial,
             vars=play_vars, tasks=tasks, handlers=handlers,
             tags=self.tags(raw.get("tags"), path + ("tags",)), gather_facts=gather,
             any_errors_fatal=self.flag(raw.get("any_errors_fatal", False),
                                        path + ("any_errors_fatal",)),
-            always=self.flag(raw.get("always", False), path + ("always",)),
-            confirm=confirm,
+            always=always, rescue=rescue, confirm=confirm,
             become=self.optional_flag(raw.get("become"), path + ("become",)))
 
     def task(self, raw: Any, path: YamlPath, *, handler: bool, index: int) -> Task:

@@ -68,6 +68,9 @@ class Play:
     # Runs even after an earlier play stopped the run (cleanup: give back a lock), on
     # every host it names, failed ones included.
     always: bool = False
+    # Runs only when an earlier play failed (a task failed or a host was unreachable),
+    # on every host it names, failed ones included: Ansible's `rescue`, at play level.
+    rescue: bool = False
     confirm: Optional[str] = None
     become: Optional[bool] = None
 

@@ -55,6 +55,10 @@ class ConsoleReporter(Reporter):
 
         hosts = ", ".join(report.hosts) or "-"
         mode = play.order if play.order != "serial" else f"serial {play.serial or 1}"
+        if play.rescue:
+            mode += ", rescue"
+        elif play.always:
+            mode += ", always"
         check = " [check mode: nothing is changed]" if self.check else ""
         self._print(f"\n[bold]PLAY \\[{escape(play.name)}][/bold] {escape(hosts)} ({mode})"
                     f"{escape(check)}")
@@ -131,8 +135,10 @@ def list_tasks(planned: list[tuple["Play", tuple[Any, ...]]], options: Any, cons
 
     for play, hosts in planned:
         names = ", ".join(h.name for h in hosts) or "(no hosts)"
-        console.print(f"[bold]PLAY \\[{escape(play.name)}][/bold] {escape(names)} ({play.order})",
-                      highlight=False)
+        kind = ", rescue: only after a failure" if play.rescue else \
+            ", always: whatever happened" if play.always else ""
+        console.print(f"[bold]PLAY \\[{escape(play.name)}][/bold] {escape(names)} "
+                      f"({play.order}{kind})", highlight=False)
         for task in play.tasks:
             if not task_selected(task, play, options):
                 continue

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -10,7 +11,28 @@ from typing import Any, Optional
 from ascendctl.exitcodes import Exit
 from ascendctl.playbook.modules.base import FileDiff
 
-STATUSES = ("ok", "changed", "failed", "skipped", "unreachable")
+
+class TaskStatus(str, enum.Enum):
+    """What one task did on one host. Compares, hashes and formats as its text value, so
+    `result.status == "changed"` and `{"ok": ...}[result.status]` keep working."""
+
+    OK = "ok"
+    CHANGED = "changed"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    UNREACHABLE = "unreachable"
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+    def __hash__(self) -> int:
+        return hash(self.value)
+
+
+STATUSES = tuple(status.value for status in TaskStatus)
 # Registered fields worth keeping in JSON/JUnit (capped so reports stay small).
 REPORT_FIELDS = ("rc", "stdout", "stderr", "status", "state", "elapsed", "path", "dest")
 REPORT_TEXT_LIMIT = 4096
@@ -19,7 +41,7 @@ REPORT_TEXT_LIMIT = 4096
 @dataclass
 class TaskHostResult:
     host: str
-    status: str                      # one of STATUSES
+    status: TaskStatus               # text is accepted and converted
     msg: str = ""
     data: dict[str, Any] = field(default_factory=dict)
     diffs: list[FileDiff] = field(default_factory=list)
@@ -29,12 +51,16 @@ class TaskHostResult:
     error_kind: Optional[str] = None
     no_log: bool = False
 
+    def __post_init__(self) -> None:
+        self.status = TaskStatus(self.status)
+
     @property
     def counts_as_failure(self) -> bool:
-        return self.status == "failed" and not self.ignored
+        return self.status is TaskStatus.FAILED and not self.ignored
 
     def as_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"status": self.status, "duration_s": round(self.duration, 3)}
+        out: dict[str, Any] = {"status": self.status.value,
+                               "duration_s": round(self.duration, 3)}
         if self.no_log:
             out["msg"] = "(output hidden: no_log)"
             return out
@@ -113,7 +139,7 @@ class RunReport:
             for task in play.tasks:
                 for host, res in task.results.items():
                     counter = hosts.setdefault(host, Counter())
-                    counter[res.status] += 1
+                    counter[res.status.value] += 1
                     if res.ignored:
                         counter["ignored"] += 1
         return {h: {s: c.get(s, 0) for s in (*STATUSES, "ignored")} for h, c in hosts.items()}
@@ -122,7 +148,7 @@ class RunReport:
         if self.interrupted:
             return Exit.INTERRUPTED
         results = [r for p in self.plays for t in p.tasks for r in t.results.values()]
-        if any(r.status == "unreachable" for r in results):
+        if any(r.status is TaskStatus.UNREACHABLE for r in results):
             return Exit.UNREACHABLE
         if any(r.counts_as_failure for r in results) or self.aborted:
             return Exit.FAILED

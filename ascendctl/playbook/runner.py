@@ -1,10 +1,16 @@
 """Run a playbook: plays in order, each task on all its hosts before the next task.
 
-Hosts are reached through one SshPool for the whole run (one connection per host).
+Hosts are reached through one pool for the whole run (one connection per host).
 Within a batch every task runs on the batch's hosts in parallel (at most --forks at
 once); `order: rank` makes batches of one host in rank order, `serial: N` batches of
 N. A host that fails (or cannot be reached) leaves the rest of the playbook; the others
 go on. Handlers run at the end of each batch, for the hosts that notified them.
+
+After a failure that stops the run (any_errors_fatal, or a stop requested through the
+run state), only `rescue: true` plays (when something failed) and `always: true` plays
+still run. The run's state (ascendctl/playbook/state.py) is handed to every module as
+`ctx.run_state`; a run_once task runs in the runner's own thread, so the module can fan
+out over the pool (`ctx.pool.map`) within --forks.
 """
 
 from __future__ import annotations
@@ -19,14 +25,17 @@ from ascendctl.playbook.model import Play, Playbook, Task
 from ascendctl.playbook.modules import (
     MODULES, Module, ModuleContext, ModuleError, ModuleResult, load_modules,
 )
-from ascendctl.playbook.results import PlayReport, RunReport, TaskHostResult, TaskReport
+from ascendctl.playbook.results import (
+    PlayReport, RunReport, TaskHostResult, TaskReport, TaskStatus,
+)
+from ascendctl.playbook.state import FailedTask, RunState
 from ascendctl.playbook.templating import Templar, TemplateError
 from ascendctl.transport.errors import ConnectError
 
 if TYPE_CHECKING:
     from ascendctl.inventory import Host, Inventory
     from ascendctl.playbook.reporting import Reporter
-    from ascendctl.transport import SshPool
+    from ascendctl.transport import HostPool
 
 
 @dataclass
@@ -116,14 +125,16 @@ class HostVars(Mapping[str, Mapping[str, Any]]):
 class PlaybookRunner:
     def __init__(self, playbook: Playbook, inventory: "Inventory", options: RunOptions,
                  reporter: "Reporter", templar: Templar,
-                 pool_factory: Callable[[Sequence["Host"]], "SshPool"] | None = None):
+                 pool_factory: Callable[[Sequence["Host"]], "HostPool[Any]"] | None = None,
+                 run_state: RunState | None = None):
         self.playbook = playbook
         self.inventory = inventory
         self.options = options
         self.reporter = reporter
         self.templar = templar
         self._pool_factory = pool_factory
-        self.pool: Optional["SshPool"] = None
+        self.run_state = run_state if run_state is not None else RunState()
+        self.pool: Optional["HostPool[Any]"] = None
         self.states: dict[str, HostState] = {}
         self.hostvars = HostVars(self)
         self.report = RunReport(playbook=str(playbook.path), inventory=str(inventory.path),
@@ -174,7 +185,11 @@ class PlaybookRunner:
         try:
             stopped = False
             for play, hosts in planned:
-                if stopped and not play.always:
+                stopped = stopped or self._stop_requested()
+                if play.rescue:
+                    if not self._rescue_wanted():
+                        continue
+                elif stopped and not play.always:
                     continue
                 if not self._run_play(play, hosts):
                     stopped = True
@@ -182,13 +197,32 @@ class PlaybookRunner:
             self.report.interrupted = True
             self.pool.interrupt()
         finally:
+            self.run_state.close()
             self.report.exec_counts = self.pool.exec_counts()
             self.pool.close()
             self.report.duration = time.monotonic() - started
         self.reporter.run_end(self.report)
         return self.report
 
-    def _make_pool(self, hosts: list["Host"]) -> "SshPool":
+    def _stop_requested(self) -> bool:
+        """A stop asked for through the run state: note it once as the run's abort."""
+        stop = self.run_state.stop_request
+        if stop is None:
+            return False
+        if not self.report.aborted:
+            self.report.aborted = f"stopped: {stop.reason}"
+            self.reporter.note(f"stopping: {stop.reason}")
+        return True
+
+    def _rescue_wanted(self) -> bool:
+        """Rescue plays run once something failed, unless the stop request forbids it."""
+        stop = self.run_state.stop_request
+        if stop is not None and not stop.rescue:
+            return False
+        return self.run_state.failure is not None or bool(self.report.aborted) \
+            or stop is not None
+
+    def _make_pool(self, hosts: list["Host"]) -> "HostPool[Any]":
         if self._pool_factory is not None:
             return self._pool_factory(hosts)
         from ascendctl.transport import SshPool
@@ -198,7 +232,7 @@ class PlaybookRunner:
 
     def _run_play(self, play: Play, hosts: Sequence["Host"]) -> bool:
         """Run one play; False when the whole run must stop (any_errors_fatal, Ctrl-C)."""
-        if play.always:
+        if play.always or play.rescue:
             for host in hosts:
                 self.states[host.name].failed = False  # the report keeps the failure
         active = [h for h in hosts if self.states[h.name].active]
@@ -260,6 +294,8 @@ class PlaybookRunner:
         for task in tasks:
             if not task_selected(task, play, self.options):
                 continue
+            if not (play.always or play.rescue) and self._stop_requested():
+                return "abort"
             names = [n for n in batch if self.states[n].active]
             if not names:
                 break
@@ -282,7 +318,7 @@ class PlaybookRunner:
 
     @staticmethod
     def _step_failed(task_report: TaskReport) -> bool:
-        return any(r.counts_as_failure or r.status == "unreachable"
+        return any(r.counts_as_failure or r.status is TaskStatus.UNREACHABLE
                    for r in task_report.results.values())
 
     def _run_step(self, play: Play, task: Task, names: list[str], play_report: PlayReport,
@@ -314,16 +350,22 @@ class PlaybookRunner:
                     results[name] = res.value
                 else:
                     results[name] = TaskHostResult(
-                        host=name, status="unreachable" if res.status.value == "unreachable"
-                        else "failed", msg=res.error or "failed", error_kind=res.error_kind,
+                        host=name, status=TaskStatus.UNREACHABLE if res.status.value == "unreachable"
+                        else TaskStatus.FAILED, msg=res.error or "failed", error_kind=res.error_kind,
                         duration=res.duration)
         report.results = {n: results[n] for n in names if n in results}
         report.duration = time.monotonic() - started
-        self._apply(task, report)
+        self._apply(play, task, report)
         self.reporter.task_end(task, report)
 
-    def _apply(self, task: Task, report: TaskReport) -> None:
-        """Register results, remember notifications, retire failed hosts (main thread only)."""
+    def _apply(self, play: Play, task: Task, report: TaskReport) -> None:
+        """Register results, remember notifications, retire failed hosts, remember the
+        run's first failure (main thread only)."""
+        for name, res in report.results.items():
+            if res.counts_as_failure or res.status is TaskStatus.UNREACHABLE:
+                self.run_state.record_failure(FailedTask(
+                    play=play.name, task=task.name, host=name, msg=res.msg,
+                    where=str(task.where)))
         for name, res in report.results.items():
             state = self.states[name]
             if res.data.get("_facts"):
@@ -340,12 +382,12 @@ class PlaybookRunner:
     def _run_once(self, play: Play, task: Task, names: list[str]) -> dict[str, TaskHostResult]:
         first = names[0]
         assert self.pool is not None
-        mapped = self.pool.map(
-            lambda conn: self.run_task_on_host(play, task, self.states[conn.name],
-                                               once_for=names), [first])
-        res = mapped[first]
+        # In this thread, not a worker: the module may fan out over the pool itself.
+        res = self.pool.call(first, lambda conn: self.run_task_on_host(
+            play, task, self.states[conn.name], once_for=names))
         if not res.ok or res.value is None:
-            status = "unreachable" if res.status.value == "unreachable" else "failed"
+            status = TaskStatus.UNREACHABLE if res.status.value == "unreachable" \
+                else TaskStatus.FAILED
             single = TaskHostResult(host=first, status=status, msg=res.error or "failed",
                                     error_kind=res.error_kind, duration=res.duration)
         else:
@@ -358,7 +400,7 @@ class PlaybookRunner:
             elif single.status == "unreachable" and name != first:
                 # The controller could not reach the host it ran on; the others are fine
                 # but cannot go on without this task's result.
-                results[name] = TaskHostResult(host=name, status="failed",
+                results[name] = TaskHostResult(host=name, status=TaskStatus.FAILED,
                                                msg=f"run_once task failed on {first}: "
                                                f"{single.msg}", duration=single.duration)
             else:
@@ -374,6 +416,9 @@ class PlaybookRunner:
 
     def variables(self, state: HostState, task: Task | None = None) -> dict[str, Any]:
         variables = self.host_variables(state)
+        variables.update(self.run_state.template_vars())
+        if self.run_state.failure is not None:
+            variables["failed_task"] = self.run_state.failure.as_vars()
         if task is not None and task.vars:
             for key, value in task.vars.items():
                 variables[key] = self.templar.render(value, variables)
@@ -390,23 +435,23 @@ class PlaybookRunner:
         started = time.monotonic()
         name = state.host.name
 
-        def done(status: str, msg: str = "", **kwargs: Any) -> TaskHostResult:
+        def done(status: TaskStatus, msg: str = "", **kwargs: Any) -> TaskHostResult:
             return TaskHostResult(host=name, status=status, msg=msg,
                                   duration=time.monotonic() - started, no_log=task.no_log,
                                   **kwargs)
 
         module_cls = MODULES.get(task.module)
         if module_cls is None:
-            return done("failed", f"no module named {task.module!r}")
+            return done(TaskStatus.FAILED, f"no module named {task.module!r}")
         try:
             variables = self.variables(state, task)
             if task.when is not None and not self.templar.truth(task.when, variables):
-                return done("skipped", "condition is false")
+                return done(TaskStatus.SKIPPED, "condition is false")
         except TemplateError as err:
-            return done("failed", str(err))
+            return done(TaskStatus.FAILED, str(err))
         check = self.options.check and task.check_mode is not False
         if check and not module_cls.supports_check:
-            return done("skipped", "not run in check mode (add `check_mode: false` to a "
+            return done(TaskStatus.SKIPPED, "not run in check mode (add `check_mode: false` to a "
                         "read-only task to run it anyway)")
         attempts = task.attempts
         result = ModuleResult()
@@ -417,7 +462,7 @@ class PlaybookRunner:
                 result = self._invoke(module_cls, play, task, state, variables, check,
                                       once_for)
             except ConnectError as err:
-                return done("unreachable", err.reason, error_kind=err.kind, attempts=attempt)
+                return done(TaskStatus.UNREACHABLE, err.reason, error_kind=err.kind, attempts=attempt)
             registered = _result_dict(result, attempt)
             try:
                 with_result = {**variables, "result": registered}
@@ -433,7 +478,7 @@ class PlaybookRunner:
                 finished = (self.templar.truth(task.until, with_result) if task.until
                             is not None else not result.failed)
             except TemplateError as err:
-                return done("failed", str(err), attempts=attempt)
+                return done(TaskStatus.FAILED, str(err), attempts=attempt)
             if finished or attempt == attempts:
                 if task.until is not None and not finished:
                     result.failed = True
@@ -442,17 +487,15 @@ class PlaybookRunner:
                 break
             assert self.pool is not None
             if self.pool.cancel.wait(task.delay):
-                return done("failed", "interrupted", attempts=attempt)
-        status = "failed" if result.failed else "skipped" if result.skipped else \
-            "changed" if result.changed else "ok"
+                return done(TaskStatus.FAILED, "interrupted", attempts=attempt)
+        status = _status(result)
         data = dict(registered)
         if result.facts:
             data["_facts"] = result.facts
         if result.per_host is not None:
             data["_per_host"] = {
                 host: TaskHostResult(
-                    host=host, status="failed" if r.failed else "changed" if r.changed
-                    else "skipped" if r.skipped else "ok", msg=r.msg,
+                    host=host, status=_status(r), msg=r.msg,
                     data=_result_dict(r, attempt), diffs=r.diffs,
                     duration=time.monotonic() - started, attempts=attempt,
                     ignored=r.failed and task.ignore_errors, no_log=task.no_log)
@@ -480,7 +523,7 @@ class PlaybookRunner:
                 playbook_dir=self.playbook.directory, hostvars=self.hostvars,
                 play_hosts=list(once_for or self._play_hosts),
                 become=task.become if task.become is not None else play.become,
-                timeout=task.timeout,
+                timeout=task.timeout, run_state=self.run_state, cancel=pool.cancel,
                 _conn_factory=None if module_cls.runs_on == "controller" else pool.conn,
                 _pool=pool if task.run_once else None)
             if module_cls.runs_on == "controller":
@@ -497,6 +540,11 @@ class PlaybookRunner:
         except Exception as err:  # noqa: BLE001 - a module bug fails the task, not the run
             return ModuleResult(failed=True, msg=f"{task.module}: internal error: "
                                 f"{type(err).__name__}: {err}")
+
+
+def _status(result: ModuleResult) -> TaskStatus:
+    return TaskStatus.FAILED if result.failed else TaskStatus.SKIPPED if result.skipped \
+        else TaskStatus.CHANGED if result.changed else TaskStatus.OK
 
 
 def _result_dict(result: ModuleResult, attempts: int) -> dict[str, Any]:

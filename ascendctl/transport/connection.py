@@ -15,12 +15,13 @@ import select
 import socket
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
 from ascendctl.transport import quoting
 from ascendctl.transport.errors import ConnectError, ConnectionLost, ConnectKind
+from ascendctl.transport.remote import RemoteCommands
 from ascendctl.transport.results import CommandResult
 
 if TYPE_CHECKING:
@@ -186,8 +187,10 @@ class ConnectionStats:
     commands: list[str] = field(default_factory=list)
 
 
-class HostConnection:
-    """A lazily opened, persistent SSH connection to one host."""
+class HostConnection(RemoteCommands):
+    """A lazily opened, persistent SSH connection to one host: the SSH implementation of
+    `ascendctl.transport.remote.Remote` (run / run_shell / run_script / write_file come
+    from RemoteCommands, on top of `exec`)."""
 
     def __init__(self, settings: SshSettings, *, ssh_config: SshConfigSource | None = None,
                  jumps: JumpHosts | None = None, cancel: threading.Event | None = None,
@@ -480,49 +483,6 @@ class HostConnection:
                              stderr_bytes=b"".join(err) + f"\n[ascendctl: timed out after "
                              f"{timeout:g}s]".encode(),
                              duration=time.monotonic() - started, timed_out=True)
-
-    def run(self, argv: Sequence[quoting.Arg], *, stdin: bytes | str | None = None,
-            timeout: float | None = None, become: bool | None = None,
-            env: Mapping[str, quoting.Arg] | None = None) -> CommandResult:
-        """Run an argv list: every element reaches the remote side as one literal word."""
-        command = quoting.join_argv(quoting.with_env(env, argv))
-        self.open()
-        return self.exec(self.become_command(command, become), stdin=stdin, timeout=timeout)
-
-    def run_shell(self, script: str, args: Sequence[quoting.Arg] = (), *,
-                  stdin: bytes | str | None = None, timeout: float | None = None,
-                  become: bool | None = None, shell: str = "sh") -> CommandResult:
-        """`sh -c SCRIPT` with values passed as "$1", "$2", ... (never spliced into SCRIPT)."""
-        command = quoting.sh_c(script, args, shell=shell)
-        self.open()
-        return self.exec(self.become_command(command, become), stdin=stdin, timeout=timeout)
-
-    def run_script(self, script: str, args: Sequence[quoting.Arg] = (), *,
-                   shell: str = "sh", timeout: float | None = None,
-                   become: bool | None = None) -> CommandResult:
-        """Run a whole multi-line script in ONE execution: sent on stdin to `sh -s -- ARGS`.
-
-        The script is wrapped in a function so the shell parses all of it before running
-        any of it; its commands read stdin from /dev/null (a `cat` in the script cannot
-        swallow the rest of the script).
-        """
-        wrapped = ("__ascendctl_main() {\n" + script.rstrip("\n") + "\n}\n"
-                   '__ascendctl_main "$@" </dev/null\n')
-        command = quoting.sh_s(args, shell=shell)
-        self.open()
-        return self.exec(self.become_command(command, become), stdin=wrapped, timeout=timeout)
-
-    def write_file(self, path: str, data: bytes | str, *, mode: int | None = None,
-                   owner: str | None = None, group: str | None = None,
-                   become: bool | None = None) -> bool:
-        """Write a file atomically over this connection (stdin → temp file → mv); no SFTP.
-
-        Returns True when the file changed (content, mode or owner).
-        """
-        from ascendctl.transport.files import put_file
-
-        return put_file(self, path, data, mode=mode, owner=owner, group=group,
-                        become=become).changed
 
     def become_command(self, command: str, become: bool | None) -> str:
         """The command wrapped in `sudo -n` when this host's user needs it (or `become`).

@@ -18,7 +18,7 @@ from ascendctl.errors import AscendctlError
 from ascendctl.transport.errors import RemoteCommandError
 
 if TYPE_CHECKING:
-    from ascendctl.transport.connection import HostConnection
+    from ascendctl.transport.remote import Remote
 
 MAX_BEFORE_BYTES = 256 * 1024
 OWNER_RE = re.compile(r"^([a-z_][a-z0-9_.-]{0,31}\$?|[0-9]{1,10})$")
@@ -149,7 +149,7 @@ def check_owner(value: str | None, what: str = "owner") -> str:
     return str(value)
 
 
-def put_file(conn: "HostConnection", path: str, data: bytes | str, *,
+def put_file(conn: "Remote", path: str, data: bytes | str, *,
              mode: int | str | None = None, owner: str | None = None,
              group: str | None = None, check: bool = False, want_before: bool = False,
              become: bool | None = None) -> FileChange:
@@ -177,7 +177,7 @@ def put_file(conn: "HostConnection", path: str, data: bytes | str, *,
                      if "before_skipped" in fields else None))
 
 
-def read_file(conn: "HostConnection", path: str, *, become: bool | None = None) -> bytes | None:
+def read_file(conn: "Remote", path: str, *, become: bool | None = None) -> bytes | None:
     """The content of a remote regular file, or None when it does not exist."""
     result = conn.run_shell(READ_FILE_SCRIPT, [path], become=become)
     head, _, body = result.stdout.partition("\n")

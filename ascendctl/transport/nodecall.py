@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ascendctl.errors import AscendctlError
 from ascendctl.paths import runtime_dir
 from ascendctl.transport import quoting
+
+if TYPE_CHECKING:
+    from ascendctl.transport.remote import Remote
 
 PACKAGE = "ascendctl_runtime"
 
@@ -65,7 +68,7 @@ def bootstrap_command(python: str) -> str:
     return quoting.join_argv([python, "-c", BOOTSTRAP])
 
 
-def call_node(conn: Any, *, node: str, python: str, entry: str, request: dict[str, Any],
+def call_node(conn: "Remote", *, node: str, python: str, entry: str, request: dict[str, Any],
               timeout: float, become: bool | None = None,
               error: type[NodeCallError] = NodeCallError) -> dict[str, Any]:
     """REQUEST ({"op", ...}) run by ENTRY's run_call on the node; its JSON answer, or

@@ -9,15 +9,21 @@ Layout under ROOT (the inventory's deploy.root):
     releases/<id>/...          the release's files (content-addressed id)
     releases/<id>/.status      staged | active | failed | superseded
     releases/<id>/.meta.json   when, by whom, what (not part of the content)
-    current -> releases/<id>   switched atomically
+    current -> releases/<id>   switched atomically (a new link renamed over the old)
     history.jsonl              one JSON event per line
     deploy.lock/holder.json    the cluster-wide deploy lock (held on the head)
+    deploy.lock/heartbeat      its mtime: the holder's last heartbeat
+
+A release directory is never missing while it is replaced: the new one is built next to
+it and the two are swapped with renameat2(RENAME_EXCHANGE) (one atomic step); only where
+the kernel or file system cannot exchange does it fall back to two renames.
 """
 
 from __future__ import annotations
 
 import base64
 import difflib
+import errno
 import hashlib
 import json
 import os
@@ -34,6 +40,12 @@ STATUS_FILE = ".status"
 META_FILE = ".meta.json"
 HIDDEN = (STATUS_FILE, META_FILE)
 MODEL_DIR = "model"
+STAGING_PREFIX = ".staging-"
+AT_FDCWD = -100
+RENAME_EXCHANGE = 2
+# What renameat2 answers where it cannot exchange (old kernel or libc, file system).
+NO_EXCHANGE = (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP)
+FORCE_LEVELS = ("no", "stale", "any")
 
 
 # -- small helpers ---------------------------------------------------------------------
@@ -106,6 +118,51 @@ def _release_files(directory: str) -> dict[str, str]:
     return found
 
 
+def exchange_paths(first: str, second: str) -> bool:
+    """Swap two existing paths in one atomic step (renameat2 RENAME_EXCHANGE).
+
+    False when this kernel, libc or file system cannot exchange (nothing was changed)."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
+                          ctypes.c_uint]
+    renameat2.restype = ctypes.c_int
+    if renameat2(AT_FDCWD, os.fsencode(first), AT_FDCWD, os.fsencode(second),
+                 RENAME_EXCHANGE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in NO_EXCHANGE:
+        return False
+    raise OSError(code, os.strerror(code), second)
+
+
+def replace_directory(new: str, directory: str) -> None:
+    """Put directory NEW in place of DIRECTORY; DIRECTORY exists at every moment."""
+    if not os.path.lexists(directory):
+        os.rename(new, directory)
+        return
+    if exchange_paths(new, directory):
+        shutil.rmtree(new)            # it now holds the old directory
+        return
+    old = f"{directory}.old-{os.getpid()}"
+    os.rename(directory, old)
+    os.rename(new, directory)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _copy_model_links(source: str, dest: str) -> None:
+    """`<release>/model` (links into the store, the node's own index) into a new directory."""
+    if os.path.islink(source):
+        os.symlink(os.readlink(source), dest)
+    elif os.path.isdir(source):
+        shutil.copytree(source, dest, symlinks=True)
+
+
 # -- operations --------------------------------------------------------------------------
 
 def nic_carrying(ip: str) -> Optional[str]:
@@ -136,8 +193,11 @@ def hccn_conf_addresses(path: str = "/etc/hccn.conf") -> dict[int, str]:
 def op_state(root: str, units: list[str], history_tail: int = 50,
              ip: Optional[str] = None) -> dict[str, Any]:
     releases = []
+    leftovers = []
     if os.path.isdir(_releases_dir(root)):
         for name in sorted(os.listdir(_releases_dir(root))):
+            if name.startswith(STAGING_PREFIX):
+                leftovers.append(name)
             if name.startswith("."):
                 continue
             meta = _meta(root, name)
@@ -151,7 +211,8 @@ def op_state(root: str, units: list[str], history_tail: int = 50,
         "current": current_release(root),
         "releases": releases,
         "history": read_history(root, history_tail),
-        "lock": _lock_info(root),
+        "lock": _public(_lock_info(root)),
+        "leftovers": leftovers,
         "units": {unit: unit_state(unit) for unit in units},
         "nic": nic_carrying(ip) if ip else None,
         "device_ips": [addr for _i, addr in sorted(hccn_conf_addresses().items())],
@@ -162,7 +223,7 @@ def unit_state(unit: str) -> dict[str, Any]:
     out = subprocess.run(
         ["systemctl", "show", "-p", "ActiveState", "-p", "SubState", "-p", "MainPID",
          "-p", "ActiveEnterTimestampMonotonic", "-p", "NRestarts", "-p", "LoadState",
-         "-p", "Result", unit], capture_output=True, text=True).stdout
+         "-p", "Result", "-p", "UnitFileState", unit], capture_output=True, text=True).stdout
     values = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
     installed = _read(os.path.join(UNIT_DIR, unit))
     return {
@@ -173,6 +234,7 @@ def unit_state(unit: str) -> dict[str, Any]:
         "main_pid": int(values.get("MainPID", "0") or 0),
         "restarts": int(values.get("NRestarts", "0") or 0),
         "since_us": int(values.get("ActiveEnterTimestampMonotonic", "0") or 0),
+        "file_state": values.get("UnitFileState", ""),
         "installed_sha": _sha(installed) if installed is not None else None,
     }
 
@@ -207,7 +269,7 @@ def op_stage(root: str, release_id: str, files: list[dict[str, Any]], meta: dict
               "current": current, "files": diffs, "changed": not identical}
     if check or identical:
         return result
-    staging = os.path.join(_releases_dir(root), f".staging-{release_id}-{os.getpid()}")
+    staging = os.path.join(_releases_dir(root), f"{STAGING_PREFIX}{release_id}-{os.getpid()}")
     shutil.rmtree(staging, ignore_errors=True)
     for path, (data, mode, _secret) in wanted.items():
         write_atomic(os.path.join(staging, path), data, mode)
@@ -215,13 +277,11 @@ def op_stage(root: str, release_id: str, files: list[dict[str, Any]], meta: dict
     write_atomic(os.path.join(staging, META_FILE),
                   (json.dumps(meta, sort_keys=True) + "\n").encode(), 0o644)
     if exists:
-        # Same id, different bytes: a half-written or tampered release. Replace its files,
-        # keeping the model links (the weights step owns them).
-        model = os.path.join(directory, MODEL_DIR)
-        if os.path.lexists(model):
-            os.rename(model, os.path.join(staging, MODEL_DIR))
-        shutil.rmtree(directory)
-    os.rename(staging, directory)
+        # Same id, different bytes: a half-written or tampered release. The new directory
+        # keeps the model links (the weights step owns them) and takes the old one's
+        # place in one step: an engine (re)starting meanwhile finds a whole release.
+        _copy_model_links(os.path.join(directory, MODEL_DIR), os.path.join(staging, MODEL_DIR))
+    replace_directory(staging, directory)
     return result
 
 
@@ -275,6 +335,16 @@ def op_switch(root: str, release_id: str, check: bool) -> dict[str, Any]:
     return {"changed": True, "previous": previous}
 
 
+def op_unset_current(root: str) -> dict[str, Any]:
+    """No release is current any more (a first deploy that failed after its commit)."""
+    link = os.path.join(root, "current")
+    if not os.path.islink(link):
+        return {"changed": False, "previous": None}
+    previous = current_release(root)
+    os.unlink(link)
+    return {"changed": True, "previous": previous}
+
+
 def op_mark(root: str, release_id: str, status: str) -> dict[str, Any]:
     if status not in ("staged", "active", "failed", "superseded"):
         raise ValueError(f"bad status {status!r}")
@@ -310,7 +380,7 @@ def op_prune(root: str, keep: int, protect: list[str], check: bool) -> dict[str,
     candidates = []
     if os.path.isdir(_releases_dir(root)):
         for name in os.listdir(_releases_dir(root)):
-            if name.startswith(".staging-") and not check:
+            if name.startswith(STAGING_PREFIX) and not check:
                 shutil.rmtree(os.path.join(_releases_dir(root), name), ignore_errors=True)
                 continue
             if name.startswith("."):
@@ -333,48 +403,81 @@ def _lock_dir(root: str) -> str:
 
 
 def _lock_info(root: str) -> Optional[dict[str, Any]]:
+    """The holder (with its token) and the age of its last heartbeat; None when free.
+
+    A lock directory whose holder file is missing or unreadable (a holder that died while
+    taking it) still ages, from the directory's own time, so it can go stale."""
+    if not os.path.isdir(_lock_dir(root)):
+        return None
     data = _read(os.path.join(_lock_dir(root), "holder.json"))
-    if data is None:
-        return None if not os.path.isdir(_lock_dir(root)) else {"holder": "(unreadable)"}
     try:
-        holder = json.loads(data)
+        holder = json.loads(data) if data is not None else None
     except ValueError:
+        holder = None
+    if not isinstance(holder, dict):
         holder = {"holder": "(unreadable)"}
     try:
         beat = os.stat(os.path.join(_lock_dir(root), "heartbeat")).st_mtime
     except FileNotFoundError:
-        beat = os.stat(_lock_dir(root)).st_mtime
+        try:
+            beat = os.stat(_lock_dir(root)).st_mtime
+        except FileNotFoundError:
+            return None
     holder["heartbeat_age_s"] = round(time.time() - beat, 1)
     return holder
 
 
+def _public(info: Optional[dict[str, Any]]) -> Optional[dict[str, Any]]:
+    """A lock holder as shown to others: without the token that proves holding it."""
+    return None if info is None else {k: v for k, v in info.items() if k != "token"}
+
+
 def op_lock(root: str, action: str, holder: dict[str, Any], stale_after: float,
-            force: bool) -> dict[str, Any]:
+            force: str = "no") -> dict[str, Any]:
+    """acquire | heartbeat | release the deploy lock.
+
+    force (acquire only): "no"; "stale" breaks a lock whose heartbeat is older than
+    stale_after seconds (a deploy that died) and refuses a fresh one; "any" breaks any
+    lock (the operator's second, explicit consent). A broken lock is recorded in the
+    history. heartbeat and release act only with the holder's token; both answer who
+    holds the lock now, so a holder learns that it lost it."""
+    if force not in FORCE_LEVELS:
+        raise ValueError(f"bad force level {force!r}")
     lock = _lock_dir(root)
     if action == "acquire":
         os.makedirs(root, exist_ok=True)
-        if force:
-            shutil.rmtree(lock, ignore_errors=True)
+        broken = None
+        info = _lock_info(root)
+        if info is not None and force != "no":
+            age = float(info.get("heartbeat_age_s", 0.0))
+            if force == "any" or age > stale_after:
+                shutil.rmtree(lock, ignore_errors=True)
+                broken = _public(info)
+                op_history(root, {"event": "lock-broken", "holder": info.get("holder"),
+                                  "since": info.get("since"), "heartbeat_age_s": age,
+                                  "stale": age > stale_after, "by": holder.get("holder"),
+                                  "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
         try:
             os.mkdir(lock, 0o700)
         except FileExistsError:
             info = _lock_info(root) or {}
-            age = info.get("heartbeat_age_s", 0.0)
-            return {"acquired": False, "holder": info, "stale": age > stale_after}
+            age = float(info.get("heartbeat_age_s", 0.0))
+            return {"acquired": False, "holder": _public(info), "stale": age > stale_after,
+                    "refused_force": force == "stale"}
         write_atomic(os.path.join(lock, "holder.json"),
                       (json.dumps(holder, sort_keys=True) + "\n").encode(), 0o644)
         write_atomic(os.path.join(lock, "heartbeat"), b"", 0o644)
-        return {"acquired": True}
+        return {"acquired": True, "broke": broken}
     info = _lock_info(root)
     mine = info is not None and info.get("token") == holder.get("token")
     if action == "heartbeat":
         if mine:
             os.utime(os.path.join(lock, "heartbeat"))
-        return {"held": mine}
+        return {"held": mine, "holder": _public(info)}
     if action == "release":
         if mine:
             shutil.rmtree(lock, ignore_errors=True)
-        return {"released": mine}
+        return {"released": mine, "holder": None if mine else _public(info)}
     raise ValueError(f"bad lock action {action!r}")
 
 
@@ -436,8 +539,8 @@ def op_status(root: str, units: list[str], ports: int, engine_port: Optional[int
 
 OPERATIONS = {
     "state": op_state, "stage": op_stage, "install_units": op_install_units,
-    "switch": op_switch, "mark": op_mark, "history": op_history, "prune": op_prune,
-    "lock": op_lock, "status": op_status,
+    "switch": op_switch, "unset_current": op_unset_current, "mark": op_mark,
+    "history": op_history, "prune": op_prune, "lock": op_lock, "status": op_status,
 }
 
 

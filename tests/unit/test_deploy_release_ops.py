@@ -104,19 +104,58 @@ def test_lock_is_exclusive_names_holder_and_detects_stale(tmp_path):
     root = str(tmp_path)
     me = {"holder": "alice@jump", "token": "t1", "since": "now"}
     other = {"holder": "bob@jump", "token": "t2"}
-    assert ops.op_lock(root, "acquire", me, 900, False) == {"acquired": True}
-    refused = ops.op_lock(root, "acquire", other, 900, False)
+    assert ops.op_lock(root, "acquire", me, 900) == {"acquired": True, "broke": None}
+    refused = ops.op_lock(root, "acquire", other, 900)
     assert refused["acquired"] is False and refused["holder"]["holder"] == "alice@jump"
+    assert "token" not in refused["holder"]
     assert refused["stale"] is False
     old = time.time() - 2000
     os.utime(tmp_path / "deploy.lock" / "heartbeat", (old, old))
-    assert ops.op_lock(root, "acquire", other, 900, False)["stale"] is True
-    assert ops.op_lock(root, "heartbeat", me, 900, False) == {"held": True}
-    assert ops.op_lock(root, "acquire", other, 900, False)["stale"] is False
-    assert ops.op_lock(root, "release", other, 900, False) == {"released": False}
-    assert ops.op_lock(root, "acquire", other, 900, True) == {"acquired": True}  # forced
-    assert ops.op_lock(root, "release", other, 900, False) == {"released": True}
+    assert ops.op_lock(root, "acquire", other, 900)["stale"] is True
+    assert ops.op_lock(root, "heartbeat", me, 900)["held"] is True
+    assert ops.op_lock(root, "acquire", other, 900)["stale"] is False
+    lost = ops.op_lock(root, "release", other, 900)
+    assert lost["released"] is False and lost["holder"]["holder"] == "alice@jump"
+    assert ops.op_lock(root, "heartbeat", other, 900)["held"] is False
+    assert (tmp_path / "deploy.lock").exists()
+
+
+def test_force_unlock_breaks_only_a_stale_lock_unless_told_any(tmp_path):
+    root = str(tmp_path)
+    me = {"holder": "alice@jump", "token": "t1", "since": "now"}
+    other = {"holder": "bob@jump", "token": "t2"}
+    ops.op_lock(root, "acquire", me, 900)
+    fresh = ops.op_lock(root, "acquire", other, 900, force="stale")
+    assert fresh["acquired"] is False and fresh["refused_force"] is True
+    assert ops.op_lock(root, "heartbeat", me, 900)["held"] is True      # still alice's
+    old = time.time() - 2000
+    os.utime(tmp_path / "deploy.lock" / "heartbeat", (old, old))
+    broken = ops.op_lock(root, "acquire", other, 900, force="stale")
+    assert broken["acquired"] is True and broken["broke"]["holder"] == "alice@jump"
+    beat = ops.op_lock(root, "heartbeat", me, 900)          # alice learns she lost it
+    assert beat["held"] is False and beat["holder"]["holder"] == "bob@jump"
+    assert ops.op_lock(root, "release", me, 900)["released"] is False
+    taken = ops.op_lock(root, "acquire", me, 900, force="any")       # double consent
+    assert taken["acquired"] is True and taken["broke"]["holder"] == "bob@jump"
+    events = ops.read_history(root, 5)
+    assert [(e["event"], e["holder"], e["by"], e["stale"]) for e in events] == [
+        ("lock-broken", "alice@jump", "bob@jump", True),
+        ("lock-broken", "bob@jump", "alice@jump", False)]
+    assert ops.op_lock(root, "release", me, 900)["released"] is True
     assert not (tmp_path / "deploy.lock").exists()
+    with pytest.raises(ValueError, match="force level"):
+        ops.op_lock(root, "acquire", me, 900, force="yes")
+
+
+def test_a_lock_without_its_holder_file_still_goes_stale(tmp_path):
+    (tmp_path / "deploy.lock").mkdir()
+    old = time.time() - 2000
+    os.utime(tmp_path / "deploy.lock", (old, old))
+    refused = ops.op_lock(str(tmp_path), "acquire", {"holder": "b", "token": "t"}, 900)
+    assert refused["holder"]["holder"] == "(unreadable)" and refused["stale"] is True
+    taken = ops.op_lock(str(tmp_path), "acquire", {"holder": "b", "token": "t"}, 900,
+                        force="stale")
+    assert taken["acquired"] is True
 
 
 def test_bootstrap_runs_the_shipped_source_from_stdin(tmp_path):
@@ -170,3 +209,56 @@ def test_model_links_are_not_part_of_the_release_content(tmp_path):
     assert repaired["changed"]
     assert (tmp_path / "releases" / "r-1" / "engine.env").read_text() == "A=1\n"
     assert (model / "model.safetensors.index.json").read_text() == "{}"
+
+
+def test_exchange_swaps_two_directories_in_one_step(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "which").write_text("a")
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "which").write_text("b")
+    assert ops.exchange_paths(str(tmp_path / "a"), str(tmp_path / "b")) is True
+    assert (tmp_path / "a" / "which").read_text() == "b"
+    assert (tmp_path / "b" / "which").read_text() == "a"
+
+
+def test_replacing_a_release_never_leaves_a_moment_without_it(tmp_path):
+    import threading
+
+    stage(tmp_path, "r-1", **{"engine.env": "A=1\n", **{f"f{i}": "x" * 4096 for i in range(40)}})
+    model = tmp_path / "releases" / "r-1" / "model"
+    model.mkdir()
+    (model / "w.safetensors").symlink_to("/store/abc")
+    directory = tmp_path / "releases" / "r-1"
+    missing: list[str] = []
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            if not (directory / "engine.env").exists():
+                missing.append("engine.env")
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        for round_ in range(15):
+            (directory / "engine.env").write_text(f"tampered {round_}\n")
+            assert stage(tmp_path, "r-1", **{"engine.env": "A=1\n",
+                                             **{f"f{i}": "x" * 4096 for i in range(40)}})["changed"]
+    finally:
+        done.set()
+        watcher.join()
+    assert missing == []
+    assert os.readlink(model / "w.safetensors") == "/store/abc"     # model links kept
+    assert sorted(p.name for p in (tmp_path / "releases").iterdir()) == ["r-1"]
+
+
+def test_unset_current_and_state_reports_leftovers(tmp_path):
+    stage(tmp_path, "r-1", **{"a": "1"})
+    ops.op_switch(str(tmp_path), "r-1", check=False)
+    (tmp_path / "releases" / ".staging-r-2-99").mkdir()
+    state = ops.op_state(str(tmp_path), [])
+    assert state["leftovers"] == [".staging-r-2-99"] and state["current"] == "r-1"
+    assert [r["id"] for r in state["releases"]] == ["r-1"]
+    assert ops.op_unset_current(str(tmp_path)) == {"changed": True, "previous": "r-1"}
+    assert ops.current_release(str(tmp_path)) is None
+    assert ops.op_unset_current(str(tmp_path))["changed"] is False

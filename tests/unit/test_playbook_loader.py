@@ -173,6 +173,27 @@ CASES = [
            command: [true]
            name: b
      """, 7, "plays[0].tasks[1].name", "duplicate key 'name'"),
+    ("""
+     - hosts: all
+       always: true
+       rescue: true
+       tasks: []
+     """, 3, "plays[0].rescue", "not both"),
+    ("""
+     - hosts: all
+       rescue: "after a failure"
+       tasks: []
+     """, 2, "plays[0].rescue", "true or false"),
+    ("""
+     - hosts: all
+       rescue: true
+       confirm: really?
+       tasks: []
+     """, 3, "plays[0].confirm", "cannot wait for an answer"),
+    ("""
+     - hosts: all
+       resuce: true
+     """, 2, "plays[0].resuce", "did you mean 'rescue'"),
 ]
 
 

@@ -49,13 +49,14 @@ class Recorder(Reporter):
         self.events.append((task.name, {h: r.status for h, r in report.results.items()}))
 
 
-def run(tmp_path, playbook: str, inventory=None, **options):
+def run(tmp_path, playbook: str, inventory=None, run_state=None, **options):
     path = tmp_path / "play.yaml"
     path.write_text(textwrap.dedent(playbook).lstrip("\n"))
     inv = inventory or make_inventory(tmp_path)
     book = load_playbook(path)
     recorder = Recorder()
-    runner = PlaybookRunner(book, inv, RunOptions(**options), recorder, templar_for(path))
+    runner = PlaybookRunner(book, inv, RunOptions(**options), recorder, templar_for(path),
+                            run_state=run_state)
     report = runner.run()
     return report, recorder.events, runner
 

@@ -20,25 +20,28 @@ Put such modules in `ascendctl/<package>/playbook_modules.py` (or a
 `playbook_modules/` package): the engine imports every one it finds before loading a
 playbook. `runs_on = "controller"` modules never open a connection; with `run_once: true`
 they see every host's variables (`ctx.hostvars`) - the place for cross-node checks and
-deploy gates.
+deploy gates. State shared with the run's other tasks lives in `ctx.run_state`
+(ascendctl/playbook/state.py), never in globals.
 """
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Optional, TypeVar
 
 from ascendctl.errors import AscendctlError
+from ascendctl.playbook.state import RunState
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from ascendctl.inventory import Host, Inventory
     from ascendctl.playbook.templating import Templar
-    from ascendctl.transport import CommandResult, HostConnection, SshPool
+    from ascendctl.transport import CommandResult, HostPool, Remote
 
 
 class ModuleError(AscendctlError):
@@ -127,24 +130,28 @@ class ModuleContext:
     play_hosts: Sequence[str]
     become: Optional[bool] = None
     timeout: Optional[float] = None
-    _conn_factory: Any = None
-    _pool: Any = None
+    # What the run's tasks share (typed parts such as the deploy's DeployRun).
+    run_state: RunState = field(default_factory=RunState)
+    # Set when the run is interrupted (Ctrl-C): wait on it instead of sleeping.
+    cancel: threading.Event = field(default_factory=threading.Event)
+    _conn_factory: Optional[Callable[[str], "Remote"]] = None
+    _pool: Optional["HostPool[Any]"] = None
 
     @property
-    def pool(self) -> "SshPool":
+    def pool(self) -> "HostPool[Any]":
         """The run's connection pool (run_once modules that work on many hosts at once)."""
         if self._pool is None:
             raise ModuleError("the connection pool is only given to run_once tasks")
         return self._pool
 
     @property
-    def conn(self) -> "HostConnection":
+    def conn(self) -> "Remote":
         """The host's persistent connection (opened on first use)."""
         if self._conn_factory is None:
             raise ModuleError("this module runs on the controller and has no connection")
         return self._conn_factory(self.host.name)
 
-    def connection_for(self, name: str) -> "HostConnection":
+    def connection_for(self, name: str) -> "Remote":
         """Another play host's connection (for run_once controller modules)."""
         if self._conn_factory is None:
             raise ModuleError("no connections available")

@@ -1,0 +1,28 @@
+"""The deploy and rollback steps as playbook modules (playbooks/deploy.yaml, rollback.yaml).
+
+Each step is one module in one small file; they share the run's DeployRun
+(`DeployRun.of(ctx)`, ascendctl/deploy/run.py), never a global:
+
+    lock      deploy_lock          take / give back the cluster-wide lock (head)
+    stage     release_facts        read every node's releases, units, history, lock
+              release_stage        write the release directory (atomically)
+              weights_push         weights into every node's store (relayed, resumable)
+              release_model        `<release>/model` links into the store
+    switch    engine_stop          decide whether the play's hosts restart; stop their
+                                   engines, followers first
+              release_units        install the release's unit files
+              engine_start         start this host's engine units and wait until up
+              engine_ready         readiness gate: /v1/models + a completion; ranks stay up
+              engine_warmup        a streamed completion through the API key
+              node_services        exporter and watchdog
+    commit    release_commit       `current` → the release, units enabled, history
+              release_prune        old releases beyond deploy.keep_releases
+    restore   release_restore      (rescue) every touched node back on the previous release
+
+Every switch step acts on the hosts of its play (`ctx.play_hosts`), so the same steps can
+run once per serving group.
+"""
+
+from ascendctl.deploy.playbook_modules import (  # noqa: F401  (registers the modules)
+    commit, lock, restore, stage, switch,
+)

@@ -1,0 +1,74 @@
+"""release_commit and release_prune: make the switch permanent, then tidy up."""
+
+from __future__ import annotations
+
+from ascendctl.deploy.playbook_modules.common import NoArgs
+from ascendctl.deploy.run import DeployRun, now
+from ascendctl.playbook.modules import Module, ModuleContext, ModuleError, ModuleResult, register_module
+from ascendctl.transport import quoting
+
+
+@register_module("release_commit")
+class ReleaseCommit(Module):
+    """Point `current` at the release on this node (a new link renamed over the old one),
+    enable its units at boot, mark it active and record the event in the history."""
+
+    Args = NoArgs
+
+    def run(self, ctx: ModuleContext, args: NoArgs) -> ModuleResult:
+        run = DeployRun.of(ctx)
+        run.require_no_failure(ctx)
+        host = ctx.host
+        target = run.target()
+        state = run.state(host)
+        units = target.units(host.name)
+        restarted = host.name in run.restarting
+        release = state.release(target.release_id)
+        in_place = state.current == target.release_id and release is not None \
+            and release.status == "active" and all(state.unit(u).enabled for u in units)
+        if in_place and not restarted:
+            return ModuleResult(msg=f"current is {target.release_id}")
+        if ctx.check:
+            return ModuleResult(changed=state.current != target.release_id,
+                                msg=f"would point current at {target.release_id}")
+        ops = run.ops(host, ctx.conn)
+        run.committed[host.name] = state.current
+        answer = ops.switch(target.release_id)
+        result = ctx.run(["systemctl", "enable", "--quiet", *units])
+        if not result.ok:
+            raise ModuleError(f"systemctl enable {quoting.join_argv(units)}: "
+                              f"{result.stderr.strip()[-200:] or f'exit {result.exit_status}'}")
+        rollback = run.wanted is not None
+        if answer.changed or restarted:
+            ops.history({"event": "rollback" if rollback else "deployed",
+                         "release": target.release_id, "previous": run.outcome.previous,
+                         "by": run.by, "time": now(),
+                         "summary": None if rollback else run.release().summary})
+        if restarted:
+            run.outcome.changed = True
+        return ModuleResult(changed=answer.changed or restarted,
+                            msg=f"current -> {target.release_id}" +
+                            (f" (was {answer.previous})" if answer.previous else ""))
+
+
+@register_module("release_prune")
+class ReleasePrune(Module):
+    """Remove the oldest releases beyond deploy.keep_releases (failed ones first; never the
+    current or the previous one), and staging directories a dead deploy left."""
+
+    Args = NoArgs
+
+    def run(self, ctx: ModuleContext, args: NoArgs) -> ModuleResult:
+        run = DeployRun.of(ctx)
+        keep = ctx.inventory.deploy.keep_releases
+        state = run.state(ctx.host)
+        target = run.target().release_id
+        protect = [r for r in (target, run.outcome.previous) if r]
+        if len(state.release_ids | {target}) <= keep and not state.leftovers:
+            return ModuleResult(msg=f"{len(state.release_ids | {target})} release(s), "
+                                f"keep_releases {keep}: nothing to prune")
+        answer = run.ops(ctx.host, ctx.conn).prune(keep, protect, check=ctx.check)
+        verb = "would prune" if ctx.check else "pruned"
+        return ModuleResult(changed=answer.changed,
+                            msg=f"{verb} {', '.join(answer.removed)}" if answer.removed
+                            else "nothing to prune")

@@ -1,0 +1,258 @@
+"""The switch, one step per module: stop the old engines, install the units, start each
+rank, gate on readiness, warm up, start the node services.
+
+`engine_stop` decides, from the nodes' state, whether the hosts of its play restart at
+all; every later step acts only on those hosts, so a deploy that finds everything in place
+reports ok at every step and restarts nothing. Every step refuses to act after a failure
+earlier in the run (then the rescue play decides), and the stop checks that this run
+still holds the deploy lock before it touches anything.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Optional
+
+from ascendctl.deploy.engines import POLL_S, ProbeAnswer, StepFailed
+from ascendctl.deploy.lock import LockLost
+from ascendctl.deploy.nodestate import UnitState
+from ascendctl.deploy.playbook_modules.common import NoArgs, engine, group_result
+from ascendctl.deploy.release import ENGINE_UNITS
+from ascendctl.deploy.run import DeployRun, SwitchTarget
+from ascendctl.inventory import Host
+from ascendctl.playbook.modules import (
+    Module, ModuleContext, ModuleError, ModuleResult, register_module,
+)
+
+if TYPE_CHECKING:
+    from ascendctl.transport.remote import Remote
+
+
+def _restarting(run: DeployRun, ctx: ModuleContext) -> list[Host]:
+    return [h for h in run.hosts(ctx.play_hosts) if h.name in run.restarting]
+
+
+@register_module("engine_stop")
+class EngineStop(Module):
+    """Stop the engines of the play's hosts (followers first, then the head) if they do not
+    already serve this run's release with its unit files; otherwise touch nothing."""
+
+    runs_on = "controller"
+    Args = NoArgs
+
+    def run(self, ctx: ModuleContext, args: NoArgs) -> ModuleResult:
+        run = DeployRun.of(ctx)
+        run.require_no_failure(ctx)
+        hosts = run.hosts(ctx.play_hosts)
+        target = run.target()
+        names = [h.name for h in hosts]
+        if run.already_serving(hosts):
+            return ModuleResult(msg=f"{target.release_id} already serves on "
+                                f"{', '.join(names)}: nothing stopped")
+        run.restarting.update(names)
+        running = {h.name: tuple(u for u in ENGINE_UNITS if run.state(h).unit(u).loaded)
+                   for h in hosts}
+        what = ", ".join(f"{n}: {' '.join(u) or '-'}" for n, u in running.items())
+        if ctx.check:
+            return ModuleResult(changed=True, msg=f"would stop {what} and start "
+                                f"{target.release_id} in rank order")
+        try:
+            run.lock.verify()
+        except LockLost as err:
+            raise ModuleError(f"{err}: stopping before touching the engines") from None
+        run.touched.update(names)
+        run.outcome.engines_touched = True
+        done: dict[str, ModuleResult] = {}
+        try:
+            for host in reversed(hosts):
+                control = engine(ctx, run, host, "stop the old engines")
+                for unit in reversed(running[host.name]):
+                    run.log.note(f"stopping {unit} on {host.name}", node=host.name)
+                    control.systemctl("stop", unit)
+                done[host.name] = ModuleResult(changed=bool(running[host.name]), msg=(
+                    f"stopped {' '.join(running[host.name])}" if running[host.name]
+                    else "no engine installed"))
+        except StepFailed as failure:
+            return group_result(names, done, failure, msg="")
+        return group_result(names, done, None, msg=f"stopped {what}")
+
+
+@register_module("release_units")
+class ReleaseUnits(Module):
+    """Install the release's unit files into /etc/systemd/system (daemon-reload if any
+    changed), on the hosts that restart."""
+
+    Args = NoArgs
+
+    def run(self, ctx: ModuleContext, args: NoArgs) -> ModuleResult:
+        run = DeployRun.of(ctx)
+        run.require_no_failure(ctx)
+        if ctx.host.name not in run.restarting:
+            return ModuleResult(msg="no restart: unit files left as they are")
+        target = run.target()
+        units = target.units(ctx.host.name)
+        if ctx.check:
+            return ModuleResult(changed=True, msg=f"would install {' '.join(units)} of "
+                                f"{target.release_id}")
+        changed = run.ops(ctx.host, ctx.conn).install_units(target.release_id, units)
+        run.changed_units[ctx.host.name] = changed
+        return ModuleResult(changed=bool(changed), msg=(f"installed {' '.join(changed)}"
+                                                        if changed else "unit files unchanged"))
+
+
+@register_module("engine_start")
+class EngineStart(Module):
+    """Start this host's engine units (in order) and wait until each is up and stays up,
+    within the per-rank budget the rendered HCCL_CONNECT_TIMEOUT was sized for. Put the
+    head in one play and the followers in a play with `order: rank`."""
+
+    Args = NoArgs
+
+    def run(self, ctx: ModuleContext, args: NoArgs) -> ModuleResult:
+        run = DeployRun.of(ctx)
+        run.require_no_failure(ctx)
+        target = run.target()
+        units = target.engine_units.get(ctx.host.name, ())
+        if ctx.host.name not in run.restarting:
+            return ModuleResult(msg=f"{target.release_id} already running")
+        if ctx.check:
+            return ModuleResult(changed=True, msg=f"would start {' '.join(units)} "
+                                f"(rank {ctx.host.rank})")
+        started: dict[str, UnitState] = {}
+        for unit in units:
+            control = engine(ctx, run, ctx.host, f"start rank {ctx.host.rank} ({unit})")
+            run.log.note(f"starting {unit} on {ctx.host.name} (rank {ctx.host.rank})",
+                         node=ctx.host.name)
+            try:
+                started[unit] = control.start(unit)
+            except StepFailed as failure:
+                return ModuleResult(failed=True, msg=failure.reason)
+            run.started.setdefault(ctx.host.name, {})[unit] = started[unit]
+        pids = ", ".join(f"{u} PID {s.main_pid}" for u, s in started.items())
+        return ModuleResult(changed=True, msg=f"started {pids}")
+
+
+def still_up(ctx: ModuleContext, run: DeployRun, hosts: list[Host], step: str, *,
+             target: Optional[SwitchTarget] = None) -> None:
+    """Every started engine unit of `target` (default: this run's release) runs the
+    process it was started with (checked on the hosts in parallel)."""
+    target = target or run.target()
+
+    def one(conn: "Remote") -> Optional[StepFailed]:
+        host = run.inv.host(conn.name)
+        control = engine(ctx, run, host, step)
+        try:
+            for unit in target.engine_units.get(host.name, ()):
+                control.check_still_up(unit, run.started.get(host.name, {}).get(unit))
+        except StepFailed as failure:
+            return failure
+        return None
+
+    results = ctx.pool.map(one, [h.name for h in hosts])
+    for host in hosts:
+        result = results[host.name]
+        if not result.ok:
+            raise StepFailed(step, host.name, result.error or "failed")
+        if result.value is not None:
+            raise result.value
+
+
+def _group_head(hosts: list[Host]) -> Host:
+    return min(hosts, key=lambda h: h.rank)
+
+
+@register_module("engine_ready")
+class EngineReady(Module):
+    """Readiness gate: poll until the head's /v1/models lists the model and a completion
+    answers (within serving.startup_timeout), while every restarted rank stays up."""
+
+    runs_on = "controller"
+    Args = NoArgs
+    step = "readiness"
+
+    def run(self, ctx: ModuleContext, args: NoArgs) -> ModuleResult:
+        run = DeployRun.of(ctx)
+        run.require_no_failure(ctx)
+        hosts = _restarting(run, ctx)
+        names = list(ctx.play_hosts)
+        if not hosts:
+            return ModuleResult(msg="nothing was restarted: the serving engines passed this "
+                                "gate when they started")
+        if ctx.check:
+            return ModuleResult(msg="would wait until the head serves")
+        head = _group_head(hosts)
+        control = engine(ctx, run, head, self.step)
+        deadline = time.monotonic() + ctx.inventory.serving.startup_timeout
+        last = "no answer yet"
+        try:
+            while True:
+                still_up(ctx, run, hosts, self.step)
+                answer = control.probe(run.target().release_id, stream=False)
+                if answer.ready:
+                    break
+                last = answer.error or last
+                if time.monotonic() > deadline:
+                    raise control.fail(f"not ready within "
+                                       f"{ctx.inventory.serving.startup_timeout}s: {last}")
+                control.sleep(POLL_S * 2)
+        except StepFailed as failure:
+            return group_result(names, {}, failure, msg="")
+        run.log.note(f"{head.name} serves: {answer.completion!r}", node=head.name)
+        return ModuleResult(msg=f"{head.name} serves (/v1/models and a completion in "
+                            f"{answer.seconds or 0:.1f}s): {answer.completion!r}")
+
+
+@register_module("engine_warmup")
+class EngineWarmup(Module):
+    """Warm-up: one more completion and a streamed one through the API key on the head;
+    every restarted rank still runs the process it was started with."""
+
+    runs_on = "controller"
+    Args = NoArgs
+    step = "warm-up"
+
+    def run(self, ctx: ModuleContext, args: NoArgs) -> ModuleResult:
+        run = DeployRun.of(ctx)
+        run.require_no_failure(ctx)
+        hosts = _restarting(run, ctx)
+        if not hosts:
+            return ModuleResult(msg="nothing was restarted")
+        if ctx.check:
+            return ModuleResult(msg="would send a streamed completion")
+        head = _group_head(hosts)
+        control = engine(ctx, run, head, self.step)
+        try:
+            answer: ProbeAnswer = control.probe(run.target().release_id, stream=True)
+            if not answer.ready:
+                raise control.fail(f"{answer.step}: {answer.error}")
+            still_up(ctx, run, hosts, self.step)
+        except StepFailed as failure:
+            return group_result(list(ctx.play_hosts), {}, failure, msg="")
+        run.outcome.completion = answer.completion
+        return ModuleResult(msg=f"streamed and plain completions answer: "
+                            f"{answer.completion!r}")
+
+
+@register_module("node_services")
+class NodeServices(Module):
+    """Start the exporter and the watchdog of the release (restart those whose unit file
+    changed) and enable them, on the hosts that restarted."""
+
+    Args = NoArgs
+
+    def run(self, ctx: ModuleContext, args: NoArgs) -> ModuleResult:
+        run = DeployRun.of(ctx)
+        run.require_no_failure(ctx)
+        units = run.target().side_units.get(ctx.host.name, ())
+        if ctx.host.name not in run.restarting or not units:
+            return ModuleResult(msg="running" if units else "none in this release")
+        if ctx.check:
+            return ModuleResult(changed=True, msg=f"would start {' '.join(units)}")
+        control = engine(ctx, run, ctx.host, "start the node services")
+        changed = run.changed_units.get(ctx.host.name, [])
+        try:
+            for unit in units:
+                control.systemctl("restart" if unit in changed else "start", unit)
+        except StepFailed as failure:
+            return ModuleResult(failed=True, msg=failure.reason)
+        return ModuleResult(changed=True, msg=f"started {' '.join(units)}")

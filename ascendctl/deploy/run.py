@@ -1,0 +1,269 @@
+"""One deploy's (or rollback's) state: a part of the playbook run's RunState.
+
+The steps of playbooks/deploy.yaml are separate tasks; what one learns the next needs:
+each node's releases and units (`release_facts`), the release this run switches to, which
+hosts the switch restarts (decided once, by `engine_stop`, from the nodes' state), which
+hosts were touched, each started unit's PID and restart count (the readiness gate's
+baseline), each host's `current` before the commit (for the rescue). A module reaches it
+with `DeployRun.of(ctx)`; `ascendctl deploy` puts one in before the run (with its
+options) and reads `outcome` afterwards. Nothing here is global.
+"""
+
+from __future__ import annotations
+
+import getpass
+import hashlib
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, Optional
+
+from ascendctl.deploy.lock import ClusterLock
+from ascendctl.deploy.nodeops import ForceUnlock, NodeOps
+from ascendctl.deploy.nodestate import LockHolder, NodeState, UnitState
+from ascendctl.deploy.release import ENGINE_UNITS, SIDE_UNITS, ReleasePlan, plan_release, weights_digest
+from ascendctl.errors import AscendctlError
+from ascendctl.playbook.modules import ModuleContext, ModuleError
+
+if TYPE_CHECKING:
+    from ascendctl.inventory import Host, Inventory
+    from ascendctl.transport.remote import Remote
+    from ascendctl.weights.plan import WeightsPlan
+
+
+@dataclass
+class DeployOptions:
+    force_unlock: ForceUnlock = ForceUnlock.NO
+    show_progress: bool = True
+    on_event: Optional[Callable[[str], None]] = None
+
+
+@dataclass
+class Outcome:
+    """What the command reports at the end (filled in by the steps)."""
+
+    release_id: Optional[str] = None
+    previous: Optional[str] = None
+    changed: bool = False                 # engines were switched to the release
+    engines_touched: bool = False         # some engine was stopped by this run
+    failed_step: Optional[str] = None
+    failed_node: Optional[str] = None
+    reason: Optional[str] = None
+    rolled_back_to: Optional[str] = None
+    rollback_failed: Optional[str] = None
+    completion: Optional[str] = None
+    lock_holder: Optional[LockHolder] = None    # the lock was refused: held by
+    lock_lost: Optional[str] = None             # we held the lock and lost it
+    lock_broken: Optional[LockHolder] = None    # our --force-unlock removed this holder
+    currents: dict[str, Optional[str]] = field(default_factory=dict)  # after a failure
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class EventLog:
+    """Progress lines of the switch (shown as `·` lines on a terminal)."""
+
+    events: list[dict[str, Any]] = field(default_factory=list)
+    on_event: Optional[Callable[[str], None]] = None
+
+    def note(self, message: str, node: Optional[str] = None) -> None:
+        self.events.append({"t": round(time.time(), 3), "msg": message, "node": node})
+        if self.on_event:
+            self.on_event(message)
+
+
+@dataclass(frozen=True)
+class SwitchTarget:
+    """The release a switch starts: its id and each node's units in start order."""
+
+    release_id: str
+    engine_units: dict[str, tuple[str, ...]]
+    side_units: dict[str, tuple[str, ...]]
+
+    def units(self, node: str) -> tuple[str, ...]:
+        return self.engine_units.get(node, ()) + self.side_units.get(node, ())
+
+
+class DeployRun:
+    def __init__(self, inv: "Inventory", options: DeployOptions | None = None):
+        self.inv = inv
+        self.options = options or DeployOptions()
+        self.by = f"{getpass.getuser()}@{socket.gethostname()}"
+        self.states: dict[str, NodeState] = {}
+        self.outcome = Outcome()
+        self.log = EventLog(on_event=self.options.on_event)
+        self.lock = ClusterLock(self.by, str(inv.path))
+        self.wanted: Optional[str] = None       # None: the release the inventory renders
+        self.restarting: set[str] = set()       # hosts whose engines this run switches
+        self.touched: set[str] = set()          # hosts whose engines were stopped
+        self.started: dict[str, dict[str, UnitState]] = {}   # host → unit → at start
+        self.changed_units: dict[str, list[str]] = {}       # host → installed files changed
+        self.committed: dict[str, Optional[str]] = {}        # host → current before commit
+        self._secrets: Optional[dict[str, str]] = None
+        self._weights_plan: Optional["WeightsPlan"] = None
+        self._weights_planned = False
+        self._plan: Optional[ReleasePlan] = None
+        self._target: Optional[SwitchTarget] = None
+        self._lock = threading.RLock()
+
+    @classmethod
+    def of(cls, ctx: ModuleContext) -> "DeployRun":
+        """The run's DeployRun (a default one for `ascendctl play deploy.yaml`)."""
+        return ctx.run_state.part(cls, lambda: cls(ctx.inventory))
+
+    # -- nodes -------------------------------------------------------------------------
+
+    def ops(self, host: "Host", conn: "Remote") -> NodeOps:
+        return NodeOps.for_host(self.inv, host, conn)
+
+    def hosts(self, names: Iterable[str]) -> list["Host"]:
+        """The inventory's hosts among `names` (a play's hosts), in rank order."""
+        wanted = set(names)
+        return [h for h in self.inv.hosts if h.name in wanted]
+
+    def state(self, host: "Host") -> NodeState:
+        try:
+            return self.states[host.name]
+        except KeyError:
+            raise ModuleError(f"the state of {host.name} was not read (run `release_facts` "
+                              "on every host first)") from None
+
+    def current_release(self) -> Optional[str]:
+        """The release the cluster serves now (the head's `current`)."""
+        state = self.states.get(self.inv.head.name)
+        return state.current if state else None
+
+    # -- computed once -----------------------------------------------------------------
+
+    def secrets(self) -> dict[str, str]:
+        with self._lock:
+            if self._secrets is None:
+                from ascendctl.render.secrets import resolve_secrets
+
+                self._secrets = resolve_secrets(self.inv)
+            return self._secrets
+
+    def weights_plan(self) -> Optional["WeightsPlan"]:
+        with self._lock:
+            if not self._weights_planned and self.inv.model.source is not None:
+                from ascendctl.weights.plan import plan_for_inventory
+
+                self._weights_plan = plan_for_inventory(self.inv)
+            self._weights_planned = True
+            return self._weights_plan
+
+    def release(self) -> ReleasePlan:
+        """The release this inventory renders (needs every node's state for its NIC)."""
+        with self._lock:
+            if self._plan is None:
+                self._plan = self._plan_release()
+            return self._plan
+
+    def _plan_release(self) -> ReleasePlan:
+        if not self.states:
+            raise AscendctlError("internal: release planned before node states were read")
+        nics = {h.name: self.state(h).nic for h in self.inv.hosts if h.nic is None}
+        missing = [name for name, nic in nics.items() if not nic]
+        if missing:
+            raise AscendctlError(f"no NIC carries the `ip` of {', '.join(missing)}: set `nic` "
+                                 f"in {self.inv.path} or fix the address")
+        device_ips = {h.name: list(self.state(h).device_ips) for h in self.inv.hosts
+                      if h.device_ips is None}
+        plan = self.weights_plan()
+        digest = weights_digest(
+            {n.name: [(f.path, f.entry.sha256) for f in n.files] for n in plan.nodes}
+            if plan is not None else {"path": [(self.inv.model.path or "", "")]})
+        return plan_release(self.inv, secrets=self.secrets(),
+                            nics={k: v for k, v in nics.items() if v} or None,
+                            device_ips=device_ips or None, weights_digest=digest)
+
+    def target(self) -> SwitchTarget:
+        """What this run switches to: the new release (deploy) or `wanted` (rollback)."""
+        with self._lock:
+            if self._target is None:
+                if self.wanted is None:
+                    plan = self.release()
+                    self._target = SwitchTarget(plan.release_id, plan.engine_units,
+                                                plan.side_units)
+                else:
+                    self._target = existing_target(self.inv, self.states, self.wanted)
+                self.outcome.release_id = self._target.release_id
+            return self._target
+
+    # -- the switch --------------------------------------------------------------------
+
+    def already_serving(self, hosts: Iterable["Host"]) -> bool:
+        """Every host is on the target with its units installed as the release has them
+        and running: nothing to restart."""
+        target = self.target()
+        plan = self.release() if self.wanted is None else None
+        for host in hosts:
+            state = self.state(host)
+            if state.current != target.release_id:
+                return False
+            for unit in target.units(host.name):
+                unit_state = state.unit(unit)
+                if not unit_state.running:
+                    return False
+                if plan is not None:
+                    wanted = next(f for f in plan.files[host.name] if f.path == f"units/{unit}")
+                    if unit_state.installed_sha != hashlib.sha256(wanted.content).hexdigest():
+                        return False
+        return True
+
+    def require_no_failure(self, ctx: ModuleContext) -> None:
+        """Refuse to act on a group after a failure earlier in the run (a play without
+        any_errors_fatal may have let the other hosts go on): the rescue decides then."""
+        failure = ctx.run_state.failure
+        if failure is not None:
+            raise ModuleError(f"not going on: {failure.task!r} failed on {failure.host} "
+                              "earlier in this run")
+
+    def template_vars(self) -> dict[str, Any]:
+        """`release.id`, `release.previous`, `release.restart` for the playbook's tasks
+        (e.g. `when: release.restart` on a task inserted before the start)."""
+        target = self._target
+        return {"release": {"id": target.release_id if target else None,
+                            "previous": self.outcome.previous,
+                            "restart": bool(self.restarting)}}
+
+    def close(self) -> None:
+        self.lock.close()
+
+
+def existing_target(inv: "Inventory", states: Mapping[str, NodeState],
+                    release_id: str) -> SwitchTarget:
+    """An existing release as a switch target (its units, as each node has them)."""
+    engine: dict[str, tuple[str, ...]] = {}
+    side: dict[str, tuple[str, ...]] = {}
+    for host in inv.hosts:
+        state = states.get(host.name)
+        release = state.release(release_id) if state else None
+        if release is None:
+            raise ModuleError(f"release {release_id} is not on {host.name} (pruned or never "
+                              "deployed there); see `ascendctl history`")
+        engine[host.name] = tuple(u for u in ENGINE_UNITS if u in release.units)
+        side[host.name] = tuple(u for u in SIDE_UNITS if u in release.units)
+    return SwitchTarget(release_id, engine, side)
+
+
+def previous_good_release(inv: "Inventory", states: Mapping[str, NodeState]) -> Optional[str]:
+    """The newest release deployed before the current one that did not fail and is still
+    on every node."""
+    head_state = states[inv.head.name]
+    on_every_node = set.intersection(*[
+        {r.id for r in states[h.name].releases if r.status != "failed"} for h in inv.hosts])
+    for event in reversed(head_state.history):
+        release = event.get("release")
+        if event.get("event") in ("deployed", "rollback") and release != head_state.current \
+                and release in on_every_node:
+            return str(release)
+    return None
+
+
+def now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
