@@ -19,7 +19,7 @@ NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
 
 
 def validate_name(name: str) -> str:
-    if not NAME_RE.match(name):
+    if not NAME_RE.fullmatch(name):
         raise InputError(f"invalid lab name {name!r}: use 1-31 lower-case letters, digits "
                          "and '-', starting with a letter", field="--name")
     return name

@@ -335,7 +335,7 @@ class _Loader:
         return frozenset(items)
 
     def var_name(self, value: Any, path: YamlPath) -> str:
-        if not isinstance(value, str) or not IDENT_RE.match(value):
+        if not isinstance(value, str) or not IDENT_RE.fullmatch(value):
             raise self.fail(f"{value!r} is not a valid variable name", path)
         if value in RESERVED_VARS:
             raise self.fail(f"{value!r} is reserved", path)

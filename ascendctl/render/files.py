@@ -27,7 +27,7 @@ class RenderedFile:
 
 
 def check_release_id(release_id: str) -> str:
-    if not RELEASE_ID_RE.match(release_id) or release_id in (".", ".."):
+    if not RELEASE_ID_RE.fullmatch(release_id) or release_id in (".", ".."):
         raise InputError(f"release id {release_id!r}: use letters, digits, '.', '_' or '-'")
     return release_id
 

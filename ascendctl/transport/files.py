@@ -144,7 +144,7 @@ def normalize_mode(mode: int | str | None) -> str:
 def check_owner(value: str | None, what: str = "owner") -> str:
     if value is None or value == "":
         return ""
-    if not OWNER_RE.match(str(value)):
+    if not OWNER_RE.fullmatch(str(value)):
         raise FileError(f"invalid {what} {value!r}")
     return str(value)
 

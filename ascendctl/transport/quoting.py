@@ -67,7 +67,7 @@ def with_env(env: Mapping[str, Arg] | None, argv: Sequence[Arg]) -> list[Arg]:
         return list(argv)
     prefix: list[Arg] = ["env"]
     for name, value in env.items():
-        if not ENV_NAME_RE.match(name):
+        if not ENV_NAME_RE.fullmatch(name):
             raise ValueError(f"{name!r} is not an environment variable name")
         prefix.append(f"{name}={_as_text(value)}")
     return prefix + list(argv)

@@ -42,13 +42,13 @@ def _current(root: str) -> Optional[str]:
 
 
 def _release_dir(root: str, release: str) -> str:
-    if not ID_RE.match(release):
+    if not ID_RE.fullmatch(release):
         raise ValueError(f"bad release id {release!r}")
     return os.path.join(root, "releases", release)
 
 
 def _bench_dir(root: str, release: str) -> str:
-    if not ID_RE.match(release):
+    if not ID_RE.fullmatch(release):
         raise ValueError(f"bad release id {release!r}")
     return os.path.join(root, "bench", release)
 
@@ -90,7 +90,7 @@ def op_locate(root: str, bench: str) -> dict[str, Any]:
 def op_run(root: str, release: str, argv: list[str], stamp: str, limit_s: float
            ) -> dict[str, Any]:
     """Run the benchmark; vLLM saves its result in the release's bench directory."""
-    if not STAMP_RE.match(stamp):
+    if not STAMP_RE.fullmatch(stamp):
         raise ValueError(f"bad stamp {stamp!r}")
     directory = _release_dir(root, release)
     secrets = _secrets(directory)
@@ -133,7 +133,7 @@ def op_run(root: str, release: str, argv: list[str], stamp: str, limit_s: float
 
 def op_store(root: str, release: str, stamp: str, record: dict[str, Any],
              event: dict[str, Any]) -> dict[str, Any]:
-    if not STAMP_RE.match(stamp):
+    if not STAMP_RE.fullmatch(stamp):
         raise ValueError(f"bad stamp {stamp!r}")
     out_dir = _bench_dir(root, release)
     os.makedirs(out_dir, exist_ok=True)
@@ -147,7 +147,7 @@ def op_store(root: str, release: str, stamp: str, record: dict[str, Any],
     releases = os.path.join(root, "releases")
     removed = []
     for name in os.listdir(os.path.join(root, "bench")):
-        if ID_RE.match(name) and not os.path.isdir(os.path.join(releases, name)):
+        if ID_RE.fullmatch(name) and not os.path.isdir(os.path.join(releases, name)):
             shutil.rmtree(os.path.join(root, "bench", name), ignore_errors=True)
             removed.append(name)
     return {"path": path, "pruned": removed}
@@ -159,11 +159,11 @@ def op_list(root: str, per_release: int = 5) -> dict[str, Any]:
     if os.path.isdir(base):
         for release in sorted(os.listdir(base)):
             directory = os.path.join(base, release)
-            if not ID_RE.match(release) or not os.path.isdir(directory):
+            if not ID_RE.fullmatch(release) or not os.path.isdir(directory):
                 continue
             names = sorted(n for n in os.listdir(directory)
                            if n.endswith(".json") and not n.endswith(".vllm.json")
-                           and STAMP_RE.match(n[:-5]))
+                           and STAMP_RE.fullmatch(n[:-5]))
             for name in names[-per_release:]:
                 try:
                     with open(os.path.join(directory, name), encoding="utf-8") as handle:

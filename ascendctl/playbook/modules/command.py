@@ -22,7 +22,7 @@ def _env(value: Optional[dict[str, Any]]) -> Optional[dict[str, str]]:
         return None
     out = {}
     for key, val in value.items():
-        if not quoting.ENV_NAME_RE.match(str(key)):
+        if not quoting.ENV_NAME_RE.fullmatch(str(key)):
             raise ValueError(f"{key!r} is not an environment variable name")
         out[str(key)] = val if isinstance(val, str) else str(val)
     return out

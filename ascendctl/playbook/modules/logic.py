@@ -98,7 +98,7 @@ class Debug(Module):
             value = ctx.templar.expr(args.var, ctx.vars)
             text = json.dumps(value, default=str) if not isinstance(value, str) else value
             return ModuleResult(msg=f"{args.var} = {text}", data={args.var: value}
-                                if IDENT_RE.match(args.var) else {"value": value})
+                                if IDENT_RE.fullmatch(args.var) else {"value": value})
         msg = args.msg if args.msg is not None else "hello"
         return ModuleResult(msg=msg if isinstance(msg, str) else json.dumps(msg, default=str))
 
@@ -115,7 +115,7 @@ class SetFact(Module):
         @model_validator(mode="after")
         def _names(self) -> "SetFact.Args":
             for key in (self.model_extra or {}):
-                if not IDENT_RE.match(key):
+                if not IDENT_RE.fullmatch(key):
                     raise ValueError(f"{key!r} is not a valid variable name")
             if not self.model_extra:
                 raise ValueError("set_fact needs at least one name: value")

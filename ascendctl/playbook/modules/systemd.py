@@ -89,7 +89,7 @@ class SystemdModule(Module):
         @field_validator("name")
         @classmethod
         def _unit(cls, value: str) -> str:
-            if not UNIT_RE.match(value) or value.startswith("-"):
+            if not UNIT_RE.fullmatch(value) or value.startswith("-"):
                 raise ValueError(f"{value!r} is not a unit name")
             return value
 
