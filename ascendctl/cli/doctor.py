@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from ascendctl.cli.options import inventory_option, json_option
+from ascendctl.cli.options import forks_option, inventory_option, json_option
 
 DOCTOR_EXIT_HELP = (
     "Exit codes: 0 no known error signature found; 3 warnings only; 1 error signatures "
@@ -23,8 +23,7 @@ def doctor(
     bundle: Optional[Path] = typer.Option(
         None, "--bundle", "-b", help="Also write everything collected, a manifest and the "
         "findings to this tar.gz (secrets never included)."),
-    forks: int = typer.Option(16, "--forks", "-f", min=1, envvar="ASCENDCTL_FORKS",
-                              help="Nodes collected from in parallel."),
+    forks: int = forks_option(),
     as_json: bool = json_option(),
 ) -> None:
     """Collect logs from every node, explain known errors, write a support bundle.

@@ -7,7 +7,9 @@ from typing import List, Optional
 
 import typer
 
-from ascendctl.cli.options import INVENTORY_HELP, inventory_option, json_option
+from ascendctl.cli.options import (
+    INVENTORY_HELP, forks_option, inventory_option, json_option, limit_option,
+)
 
 PREFLIGHT_EXIT_HELP = (
     "Exit codes: 0 every check passed; 3 warnings only; 1 a check failed; "
@@ -18,15 +20,6 @@ FACTS_EXIT_HELP = ("Exit codes: 0 facts from every host; 1 a host answered but i
                    "failed; 4 a host was unreachable; 2 bad input; 130 interrupted.")
 PINGS_HELP = ("Device-IP ping matrix: pairs (every pair of nodes, each node pings the next "
               "N/2), ring (next node only), all-ports (every port of every other node), none.")
-
-
-def _limit_option():
-    return typer.Option(None, "--limit", "-l", help="Only these hosts (pattern: node0,node1 / "
-                        "'all:!node3').")
-
-
-def _forks_option():
-    return typer.Option(16, "--forks", "-f", min=1, max=1024, help="Hosts gathered in parallel.")
 
 
 def _pings_option():
@@ -59,8 +52,8 @@ def preflight(
     as_json: bool = json_option(),
     junit: Optional[Path] = typer.Option(
         None, "--junit", help="Also write JUnit XML here (one testcase per check and node)."),
-    limit: Optional[str] = _limit_option(),
-    forks: int = _forks_option(),
+    limit: Optional[str] = limit_option(),
+    forks: int = forks_option(),
     pings: str = _pings_option(),
     clock_tolerance: float = typer.Option(
         1.0, "--clock-tolerance", min=0.001, help="Largest clock offset from this machine "
@@ -156,8 +149,8 @@ def _list_checks(as_json: bool) -> None:
 
 def facts(
     inventory: Path = inventory_option(),
-    limit: Optional[str] = _limit_option(),
-    forks: int = _forks_option(),
+    limit: Optional[str] = limit_option(),
+    forks: int = forks_option(),
     pings: str = _pings_option(),
     connect_timeout: Optional[float] = _connect_timeout_option(),
     as_json: bool = json_option(),
