@@ -287,6 +287,18 @@ def _store(here: QualityNode, report: QualityReport) -> str:
     return stored["path"]
 
 
+def has_recorded_answers(inv: "Inventory", release: str, conn: "HostConnection",
+                         node: Optional["Host"] = None) -> bool:
+    """Whether RELEASE has a passing gate record of the inventory's prompt set on NODE: a
+    rolling deploy that finds none records one (run_quality_gate(..., baseline=True))
+    while RELEASE still serves, so the first switched group has something to agree with."""
+    spec = gate_spec(inv)
+    digest = spec.prompt_set().digest(spec.max_tokens)
+    where = QualityNode(inv, node or inv.head, conn).call("locate", digest=digest,
+                                                           previous=release)
+    return bool(where.get("reference"))
+
+
 def latest_gate_results(inv: "Inventory", conn: "HostConnection",
                         node: Optional["Host"] = None) -> dict[str, dict[str, Any]]:
     """Each release's newest gate record on the head (summaries), for `history`."""

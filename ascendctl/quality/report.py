@@ -3,6 +3,7 @@ testcase per prompt, plus one for the agreement in agreement mode)."""
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,15 @@ from ascendctl.quality.prompts import truncate
 from ascendctl.quality.result import PromptOutcome, QualityReport
 
 CELL_CHARS = 60
+# What XML 1.0 cannot hold at all, not even as a character reference; a model's answer
+# may contain any of them.
+XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def xml_text(text: str) -> str:
+    """TEXT with every character XML cannot carry written as \\xNN / \\uNNNN."""
+    return XML_INVALID.sub(lambda m: (f"\\x{ord(m.group()):02x}" if ord(m.group()) < 256
+                                      else f"\\u{ord(m.group()):04x}"), text)
 
 
 def _held_against(outcome: PromptOutcome) -> str:
@@ -108,6 +118,7 @@ def junit_xml(report: QualityReport) -> bytes:
     for name, text, failed, seconds in cases:
         case = ET.SubElement(suite, "testcase", classname=f"quality.{report.cluster}",
                              name=name, time=f"{seconds:.3f}")
+        text = xml_text(text)
         if failed:
             failure = ET.SubElement(case, "failure", message=text.splitlines()[0][:300],
                                     type="quality")

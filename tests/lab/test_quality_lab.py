@@ -175,8 +175,10 @@ def real_answer_prompts(state: dict, wrong: str | None = None) -> Path:
     ]
     if wrong is not None:
         entries[1]["contains"] = wrong
-    path = state["dir"] / ("wrong.yaml" if wrong else "right.yaml")
-    path.write_text(yaml.safe_dump(entries, sort_keys=False, allow_unicode=True))
+    # JSONL: JSON escapes every character a random model may answer with (YAML writers
+    # leave some, such as U+0085, that YAML readers take for line breaks)
+    path = state["dir"] / ("wrong.jsonl" if wrong else "right.jsonl")
+    path.write_text("".join(json.dumps(entry) + "\n" for entry in entries))
     return path
 
 
@@ -207,6 +209,7 @@ def test_a_wrong_expected_answer_fails_and_shows_what_came_back(state):
     assert "1 of 4 prompts failed (python: expected contains \"Paris is the capital\"" in out
     # which prompt, what was expected, what came back
     from ascendctl.quality.prompts import truncate
+    from ascendctl.quality.report import xml_text
 
     assert "python ('def fibonacci(n):" in out
     assert f"got {truncate(python['text'], 120)!r}" in out
@@ -216,7 +219,7 @@ def test_a_wrong_expected_answer_fails_and_shows_what_came_back(state):
         ["prompt.capital", "prompt.story", "prompt.chat-hello"]
     failure = cases["prompt.python"].result[0]
     assert "Paris is the capital" in failure.message
-    assert truncate(python["text"], 400) in failure.text
+    assert xml_text(truncate(python["text"], 400)) in failure.text
     _again, report = gate(inv)
     [failed] = [p for p in report["prompts"] if p["status"] == "fail"]
     assert failed["id"] == "python" and failed["text"] == python["text"]
@@ -226,6 +229,16 @@ def test_a_release_that_changes_nothing_the_model_computes_agrees(state):
     inv_b = write_inventory(state, "b", quality=state["agree"], serving={"max_num_seqs": 4})
     release_b = deploy(inv_b)
     assert release_b != state["release_a"]
+    # what a rolling deploy asks before it switches: does A have answers to agree with?
+    from ascendctl.inventory import load_inventory
+    from ascendctl.quality.gate import has_recorded_answers
+    from ascendctl.transport import SshPool
+
+    inv = load_inventory(inv_b)
+    with SshPool([inv.head]) as pool:
+        conn = pool.conn(inv.head.name)
+        assert has_recorded_answers(inv, state["release_a"], conn)
+        assert not has_recorded_answers(inv, release_b, conn)
     result, report = gate(inv_b)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert report["release"] == release_b
