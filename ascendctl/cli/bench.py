@@ -36,8 +36,9 @@ def bench(
         "[default: all at once, bounded by --concurrency]."),
     timeout: float = typer.Option(3600.0, "--timeout", min=1.0, envvar="ASCENDCTL_BENCH_TIMEOUT",
                                   help="Give up on the benchmark after this many seconds."),
-    junit: Optional[Path] = typer.Option(None, "--junit",
-                                         help="Also write JUnit XML here (one testcase per SLO; with --quality one per prompt)."),
+    junit: Optional[Path] = typer.Option(
+        None, "--junit",
+        help="Also write JUnit XML here (one testcase per SLO; with --quality one per prompt)."),
     as_json: bool = json_option(),
     quality: bool = typer.Option(
         False, "--quality", help="Run the quality gate alone against the serving release "

@@ -11,8 +11,8 @@ order:
    recorded answers and passes;
 5. release C serves weights that are structurally valid but altered (one tensor scaled):
    it fails the gate, which names itself;
-6. `history` shows each release's latest gate result (A's: the wrong prompt set's); the API key is nowhere but in the
-   releases' 0600 secrets.env.
+6. `history` shows each release's latest gate result (A's: the wrong prompt set's); the
+   API key is nowhere but in the releases' 0600 secrets.env.
 
 The lab's default layout, two nodes in PP=2 (two engines; the head serves). A one-node
 deploy would halve that, but on this branch's deploy a one-host run_once task that fans
