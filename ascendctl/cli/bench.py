@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
 from ascendctl.cli.options import inventory_option, json_option
 
+if TYPE_CHECKING:
+    from ascendctl.inventory import Inventory
+
 BENCH_EXIT_HELP = (
-    "Exit codes: 0 every SLO in the inventory met (or none set); 1 an SLO missed, requests "
-    "failed, the benchmark could not run or nothing is deployed; 2 bad input (nothing "
-    "run); 4 the head node unreachable; 130 interrupted."
+    "Exit codes: 0 every SLO in the inventory met (or none set), or with --quality the "
+    "quality gate passed; 1 an SLO missed, requests failed, the benchmark could not run or "
+    "nothing is deployed, or with --quality the gate failed (a prompt's answer, the "
+    "agreement, or nothing to agree with); 2 bad input (nothing run); 4 the head node "
+    "unreachable; 130 interrupted."
 )
 
 
@@ -31,9 +36,18 @@ def bench(
         "[default: all at once, bounded by --concurrency]."),
     timeout: float = typer.Option(3600.0, "--timeout", min=1.0, envvar="ASCENDCTL_BENCH_TIMEOUT",
                                   help="Give up on the benchmark after this many seconds."),
-    junit: Optional[Path] = typer.Option(None, "--junit",
-                                         help="Also write JUnit XML here (one testcase per SLO)."),
+    junit: Optional[Path] = typer.Option(
+        None, "--junit",
+        help="Also write JUnit XML here (one testcase per SLO; with --quality one per prompt)."),
     as_json: bool = json_option(),
+    quality: bool = typer.Option(
+        False, "--quality", help="Run the quality gate alone against the serving release "
+        "instead of the benchmark: slo.quality (or, when unset, agreement with the previous "
+        "release over the built-in prompts); see docs/quality.md."),
+    baseline: bool = typer.Option(
+        False, "--baseline", help="With --quality: record the answers as the reference the "
+        "next release must agree with, without comparing (when the previous release left "
+        "no gate record)."),
 ) -> None:
     """Benchmark the deployment with vLLM's own `vllm bench serve`; judge it by the SLOs.
 
@@ -45,15 +59,25 @@ def bench(
     pipeline × data parallel size). The result is stored on the head with the release
     (<deploy.root>/bench/<release>/) plus a `bench` event in history.jsonl, so
     `ascendctl history` compares releases.
+
+    With --quality: the quality gate alone (see docs/quality.md): the inventory's prompt
+    set at temperature 0 against the serving release, each answer checked against its
+    expected answer, or compared token by token with the previous release's recorded
+    answers; stored in <deploy.root>/quality/<release>/ and shown by `ascendctl history`.
     """
     from ascendctl.benchmark.report import bench_table, write_junit
     from ascendctl.benchmark.run import run_bench
     from ascendctl.benchmark.settings import BenchSettings, validate
     from ascendctl.console import get_console, print_json
+    from ascendctl.errors import InputError
     from ascendctl.inventory import load_inventory
     from ascendctl.transport import SshPool
 
+    if baseline and not quality:
+        raise InputError("--baseline goes with --quality")
     inv = load_inventory(inventory)
+    if quality:
+        quality_gate(inv, junit, as_json, baseline)
     settings = validate(BenchSettings(input_len=input_len, output_len=output_len,
                                       concurrency=concurrency, num_prompts=num_prompts,
                                       request_rate=request_rate, timeout_s=timeout), inv)
@@ -70,6 +94,35 @@ def bench(
         out.print(bench_table(report))
         style = "green" if report.verdict.passed else "red"
         out.print(f"[{style}]{report.verdict.summary()}[/{style}]")
+        out.print(f"stored on {report.node}: {report.stored}")
+    raise typer.Exit(int(report.exit_code))
+
+
+def quality_gate(inv: "Inventory", junit: Optional[Path], as_json: bool, baseline: bool) -> None:
+    """`bench --quality`: the gate against what the head serves now; exits 0 or 1."""
+    from ascendctl.console import get_console, print_json
+    from ascendctl.quality.gate import run_quality_gate
+    from ascendctl.quality.report import failure_lines, quality_table, write_junit
+    from ascendctl.transport import SshPool
+
+    err = get_console(stderr=True)
+    say = (lambda _msg: None) if as_json else (lambda msg: err.print(f"[dim]·[/dim] {msg}"))
+    with SshPool([inv.head]) as pool:   # unreachable: ConnectError, exit 4
+        report = run_quality_gate(inv, None, pool.conn(inv.head.name), baseline=baseline,
+                                  say=say)
+    if junit is not None:
+        write_junit(report, junit)
+    if as_json:
+        print_json(report.as_dict())
+    else:
+        out = get_console()
+        out.print(quality_table(report))
+        for line in failure_lines(report):
+            out.print(line, markup=False, highlight=False)
+        from rich.text import Text
+
+        verdict = ("PASS:", "green") if report.passed else ("FAIL:", "red")
+        out.print(Text.assemble(verdict, " ", report.summary()))
         out.print(f"stored on {report.node}: {report.stored}")
     raise typer.Exit(int(report.exit_code))
 

@@ -22,6 +22,7 @@ def collect_history(inv: Inventory) -> dict[str, Any]:
         results = pool.map(lambda conn: NodeOps.for_host(inv, inv.host(conn.name), conn)
                            .state(ALL_UNITS))
         bench = _bench_records(inv, pool) if results[inv.head.name].ok else {}
+        gates = _gate_records(inv, pool) if results[inv.head.name].ok else {}
     states: dict[str, NodeState] = {name: r.value for name, r in results.items()
                                     if r.ok and r.value is not None}
     unreachable = {name: r.error for name, r in results.items() if not r.ok}
@@ -45,6 +46,9 @@ def collect_history(inv: Inventory) -> dict[str, Any]:
     for release_id, records in bench.items():
         if release_id in releases and records:
             releases[release_id]["bench"] = headline_from_record(records[-1])
+    for release_id, gate in gates.items():
+        if release_id in releases:
+            releases[release_id]["quality"] = gate
     ordered = sorted(releases.values(), key=lambda r: r.get("created") or "")
     for revision, entry in enumerate(ordered, start=1):
         entry["revision"] = revision
@@ -70,12 +74,23 @@ def _bench_records(inv: Inventory, pool: "SshPool") -> dict[str, list[dict[str, 
         return {}
 
 
+def _gate_records(inv: Inventory, pool: Any) -> dict[str, dict[str, Any]]:
+    """The latest quality gate result of each release, kept on the head (ascendctl/quality)."""
+    from ascendctl.errors import AscendctlError
+    from ascendctl.quality.gate import latest_gate_results
+
+    try:
+        return latest_gate_results(inv, pool.conn(inv.head.name))
+    except AscendctlError:
+        return {}
+
+
 def history_table(data: dict[str, Any]):
     from rich.table import Table
 
     table = Table(title=f"release history of {data['cluster']}", show_lines=False)
     for column in ("rev", "release", "status", "created", "by", "layout", "current on",
-                   "latest bench", "note"):
+                   "latest bench", "quality gate", "note"):
         table.add_column(column)
     for entry in data["releases"]:
         summary = entry.get("summary") or {}
@@ -87,7 +102,7 @@ def history_table(data: dict[str, Any]):
                       f"[{style}]{status}[/{style}]" if style else status,
                       entry.get("created") or "", entry.get("by") or "", layout,
                       ", ".join(entry["current_on"]), _bench_cell(entry.get("bench")),
-                      entry.get("failure", ""))
+                      _gate_cell(entry.get("quality")), entry.get("failure", ""))
     if not data["consistent"]:
         table.caption = ("nodes disagree: " + ", ".join(
             f"{n}={c}" for n, c in data["current"].items())
@@ -107,3 +122,14 @@ def _bench_cell(bench: dict[str, Any] | None) -> str:
     return (f"{bench.get('verdict', '?')}: {num('output_tok_s_per_npu', 2)} tok/s/NPU, "
             f"p99 TTFT {num('p99_ttft_ms', 0)} ms, TPOT {num('p99_tpot_ms', 0)} ms "
             f"({bench.get('time', '')[:16]})")
+
+
+def _gate_cell(gate: dict[str, Any] | None) -> str:
+    if not gate:
+        return ""
+    counts = gate.get("counts") or {}
+    agreement = gate.get("agreement") or {}
+    figure = (f"agreement {agreement['mean']:.2f}" if agreement.get("mean") is not None
+              else f"{counts.get('prompts', 0) - counts.get('failed', 0)}/"
+                   f"{counts.get('prompts', 0)} prompts")
+    return f"{gate.get('status', '?')}: {figure} ({(gate.get('time') or '')[:16]})"

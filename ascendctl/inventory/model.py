@@ -285,10 +285,14 @@ class DeploySpec(Section):
         return check.absolute_path(value)
 
 
+from ascendctl.inventory.quality import QualitySpec  # noqa: E402 (it builds on Section)
+
+
 class SloSpec(Section):
     min_output_tokens_per_s_per_npu: Optional[float] = Field(default=None, gt=0)
     max_p99_ttft_ms: Optional[float] = Field(default=None, gt=0)
     max_p99_tpot_ms: Optional[float] = Field(default=None, gt=0)
+    quality: Optional[QualitySpec] = None   # the quality gate (ascendctl/inventory/quality.py)
 
 
 class HostSpec(Section):

@@ -42,6 +42,7 @@ SHIPPED_WITH = {
     "bench_node": ("nodeutil", "bench_node"),
     "doctor_node": ("nodeutil", "doctor_node"),
     "engine_node": ("nodeutil", "engine_node"),
+    "quality_node": ("nodeutil", "quality_node"),
 }
 
 

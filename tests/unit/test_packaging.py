@@ -56,7 +56,9 @@ def test_wheel_holds_every_data_file(wheel, top, package, pattern):
 def test_wheel_holds_package_data(wheel):
     names = set(wheel.namelist())
     for data in ("ascendctl/doctor/data/signatures.yaml", "ascendctl/checks/data/compat.json",
-                 "ascendctl/preflight/schema/preflight.schema.json"):
+                 "ascendctl/preflight/schema/preflight.schema.json",
+                 "ascendctl/engine/data/release_sets.yaml",
+                 "ascendctl/quality/data/agreement_prompts.yaml"):
         assert data in names
 
 
