@@ -19,6 +19,7 @@ from typing import Any, Optional
 from ascendctl.errors import AscendctlError
 from ascendctl.inventory import Host, Inventory
 from ascendctl.render.files import release_dir
+from ascendctl.render.health import SUPERVISOR_UNIT
 from ascendctl.render.timeouts import RANK_START_WAIT_S
 from ascendctl.transport import quoting
 from ascendctl.transport.errors import ConnectError
@@ -133,8 +134,11 @@ class Switcher:
 
     def stop_engines(self, units: dict[str, tuple[str, ...]], step: str = "stop engines"
                      ) -> None:
-        """Followers first, then the head (a head waiting on dead followers stops fast)."""
+        """Followers first, then the head (a head waiting on dead followers stops fast).
+        The head's gang supervisor stops first: it must not restart ranks a deploy stops
+        (the release's side units start it again once the release serves)."""
         self.step = step
+        self.run(self.inv.head, ["systemctl", "stop", SUPERVISOR_UNIT], timeout=60)
         for host in reversed(self.inv.hosts):
             for unit in reversed(units.get(host.name, ())):
                 self.log.note(f"stopping {unit} on {host.name}", node=host.name)

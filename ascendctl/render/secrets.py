@@ -8,29 +8,38 @@ from pathlib import Path
 
 from ascendctl.errors import InputError
 from ascendctl.inventory import Inventory
+from ascendctl.inventory.model import SecretRef
 
 
-def resolve_secrets(inv: Inventory) -> dict[str, str]:
-    ref = inv.serving.api_key
-    if ref is None:
-        return {}
+def _resolve(inv: Inventory, ref: SecretRef, field: str) -> str:
     if ref.env is not None:
         value = os.environ.get(ref.env)
         if not value:
-            raise InputError(f"serving.api_key: environment variable {ref.env} is not set",
-                             file=str(inv.path), field="serving.api_key")
-        return {"api_key": value}
+            raise InputError(f"{field}: environment variable {ref.env} is not set",
+                             file=str(inv.path), field=field)
+        return value
     path = Path(os.path.expanduser(ref.file or ""))
     try:
         mode = path.stat().st_mode
         value = path.read_text().strip()
     except OSError as err:
-        raise InputError(f"serving.api_key: cannot read {ref.file}: {err.strerror}",
-                         file=str(inv.path), field="serving.api_key") from None
+        raise InputError(f"{field}: cannot read {ref.file}: {err.strerror}",
+                         file=str(inv.path), field=field) from None
     if mode & (stat.S_IRWXG | stat.S_IRWXO):
-        raise InputError(f"serving.api_key: {ref.file} is readable by others; chmod 600 it",
-                         file=str(inv.path), field="serving.api_key")
+        raise InputError(f"{field}: {ref.file} is readable by others; chmod 600 it",
+                         file=str(inv.path), field=field)
     if not value or "\n" in value:
-        raise InputError(f"serving.api_key: {ref.file} must hold the key on one line",
-                         file=str(inv.path), field="serving.api_key")
-    return {"api_key": value}
+        raise InputError(f"{field}: {ref.file} must hold the secret on one line",
+                         file=str(inv.path), field=field)
+    return value
+
+
+def resolve_secrets(inv: Inventory) -> dict[str, str]:
+    """{"api_key": ..., "health_token": ...} for the references the inventory makes."""
+    found = {}
+    if inv.serving.api_key is not None:
+        found["api_key"] = _resolve(inv, inv.serving.api_key, "serving.api_key")
+    if inv.serving.health.token is not None:
+        found["health_token"] = _resolve(inv, inv.serving.health.token,
+                                         "serving.health.token")
+    return found

@@ -38,6 +38,7 @@ SHIPPED_WITH = {
     "release_ops": ("nodeutil", "release_ops"),
     "bench_node": ("nodeutil", "bench_node"),
     "doctor_node": ("nodeutil", "doctor_node"),
+    "status_node": ("nodeutil", "healthstore", "probe", "engine_state", "status_node"),
 }
 
 
