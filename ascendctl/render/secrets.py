@@ -12,25 +12,26 @@ from ascendctl.inventory.model import SecretRef
 
 
 def _resolve(inv: Inventory, ref: SecretRef, field: str) -> str:
+    line = inv.source.line_of(("all", "vars", *field.split(".")))
+
+    def error(message: str) -> InputError:
+        return InputError(message, file=str(inv.path), line=line, field=field)
+
     if ref.env is not None:
         value = os.environ.get(ref.env)
         if not value:
-            raise InputError(f"{field}: environment variable {ref.env} is not set",
-                             file=str(inv.path), field=field)
+            raise error(f"environment variable {ref.env} is not set")
         return value
     path = Path(os.path.expanduser(ref.file or ""))
     try:
         mode = path.stat().st_mode
         value = path.read_text().strip()
     except OSError as err:
-        raise InputError(f"{field}: cannot read {ref.file}: {err.strerror}",
-                         file=str(inv.path), field=field) from None
+        raise error(f"cannot read {ref.file}: {err.strerror}") from None
     if mode & (stat.S_IRWXG | stat.S_IRWXO):
-        raise InputError(f"{field}: {ref.file} is readable by others; chmod 600 it",
-                         file=str(inv.path), field=field)
+        raise error(f"{ref.file} is readable by others; chmod 600 it")
     if not value or "\n" in value:
-        raise InputError(f"{field}: {ref.file} must hold the secret on one line",
-                         file=str(inv.path), field=field)
+        raise error(f"{ref.file} must hold the secret on one line")
     return value
 
 

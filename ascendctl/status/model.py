@@ -43,6 +43,7 @@ class EngineUnit:
     journal: Optional[str] = None   # the telling log line of a crash
     restarts: int = 0               # starts by the recovery agent in this release
     main_pid: int = 0
+    stopped_by_recovery: Optional[int] = None   # the recovery generation that stopped it
 
 
 @dataclass

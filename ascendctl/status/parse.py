@@ -32,7 +32,8 @@ def node_status(host: Host, raw: dict[str, Any], *, expect_npus: int,
                 unit=unit, state=state.get("state") or "unknown", since=since,
                 ago_s=None if since is None or now is None else round(max(0.0, now - since), 1),
                 exit=state.get("exit"), journal=state.get("journal"),
-                restarts=int(starts.get(unit, 0)), main_pid=int(state.get("main_pid") or 0)))
+                restarts=int(starts.get(unit, 0)), main_pid=int(state.get("main_pid") or 0),
+                stopped_by_recovery=state.get("stopped_by_plan")))
     info = parse_npu_smi_info((raw.get("npu_smi") or {}).get("out", ""))
     if info.ok:
         status.chips = [ChipStatus(c.npu_id, c.chip_id, c.health, c.hbm_used_mb, c.hbm_total_mb,

@@ -35,6 +35,8 @@ def describe_unit(node: NodeStatus, unit: EngineUnit) -> str:
     words = {"crashed": "crashed", "stopped": "stopped (systemctl stop, not a crash)",
              "not-started": "not started since the node booted", "starting": "starting",
              "stopping": "stopping", "missing": "not installed"}.get(unit.state, unit.state)
+    if unit.state == "stopped" and unit.stopped_by_recovery is not None:
+        words = f"stopped by recovery (generation {unit.stopped_by_recovery})"
     text = f"{node.where}: {short(unit.unit)} {words}{ago(unit.ago_s)}"
     if unit.exit:
         text += f" ({unit.exit})"
@@ -80,10 +82,10 @@ def verdict(inv: Inventory, nodes: list[NodeStatus], sup: Optional[SupervisorSta
                         f"through the API key): {probe.get('error') or 'no answer'}")
     if sup is not None:
         if sup.phase == "gave-up" and sup.running:
-            down.append(f"recovery gave up: {sup.gave_up_reason}; fix the cause, then "
+            down.insert(0, f"recovery gave up: {sup.gave_up_reason}; fix the cause, then "
                         "`ascendctl deploy` (or `rollback --to` the current release)")
         elif sup.recovering:
-            down.append(describe_recovery(sup))
+            down.insert(0, describe_recovery(sup))
         if sup.held:
             attention.append(f"recovery held by {sup.held.get('by')} "
                              f"({sup.held.get('reason') or 'no reason given'})")

@@ -101,6 +101,9 @@ class Systemd:
     def show(self, units: list[str]) -> dict[str, es.UnitShow]:
         return es.read_units(units)
 
+    def journal(self, unit: str) -> Optional[str]:
+        return es.journal_error(unit)
+
 
 def read_npu_table() -> tuple[NpuTable, str]:
     """npu-smi's process table as (npu, pid, name, MB) rows, or None and why."""
@@ -129,12 +132,14 @@ class Agent:
                  plan_source: Optional[Callable[[], Optional[Any]]] = None,
                  clock: Callable[[], float] = time.time,
                  boot: Callable[[], str] = es.boot_id,
-                 token: Optional[bytes] = None):
+                 token: Optional[bytes] = None,
+                 sleep: Callable[[float], None] = time.sleep):
         self.config = config
         self.systemd = systemd or Systemd()
         self.npu_table = npu_table
         self.plan_source = plan_source or (lambda: fetch_plan(config.plan_url))
         self.clock = clock
+        self.sleep = sleep
         self.boot_id = boot()
         self.token = token if token is not None else gangplan.read_token(config.secrets_file)
         self.lock = threading.RLock()
@@ -181,7 +186,7 @@ class Agent:
         key = (unit, since)
         if key not in self._journal:
             self._journal = {k: v for k, v in self._journal.items() if k[0] != unit}
-            self._journal[key] = es.journal_error(unit)
+            self._journal[key] = self.systemd.journal(unit)
         return self._journal[key]
 
     def restart_request(self) -> Optional[dict[str, Any]]:
@@ -297,7 +302,7 @@ class Agent:
                     self.systemd.run("kill", "--signal=SIGKILL", unit)
                 killed = True
                 deadline = self.clock() + self.config.stop_grace_s
-            time.sleep(0.5)
+            self.sleep(0.5)
         with self.lock:
             for unit in units:
                 self.systemd.run("reset-failed", unit)

@@ -151,6 +151,10 @@ def describe_exit(show: UnitShow) -> Optional[str]:
         name = SIGNALS.get(show.exit_status, str(show.exit_status))
         return f"signal {name}" + (" (core dumped)" if show.exit_code == "dumped" else "")
     if show.exit_code == "exited" and show.exit_status != 0:
+        if 128 < show.exit_status <= 128 + 64:   # the launcher reports its engine's signal
+            signum = show.exit_status - 128
+            return f"status {show.exit_status}: engine killed by signal " \
+                   f"{SIGNALS.get(signum, str(signum))}"
         return f"status {show.exit_status}"
     if show.result and show.result != "success":
         return show.result
@@ -307,17 +311,32 @@ def listening(port: Optional[int]) -> Optional[bool]:
     return False
 
 
-def journal_error(unit: str, lines: int = 40) -> Optional[str]:
-    """The most telling recent log line of a unit (an error if there is one)."""
+def telling_line(lines: list[str]) -> Optional[str]:
+    """The line of a unit's log that says why it died: an error of the engine, else the
+    launcher's own account, else the last line that is not systemd's bookkeeping. Pure."""
+    text = [line.strip() for line in lines if line.strip()]
+
+    def systemd_own(line: str) -> bool:
+        return line.split(" ", 1)[0].endswith(".service:") or \
+            line.startswith(("Started ", "Starting ", "Stopped ", "Stopping "))
+
+    candidates = [line for line in text if not systemd_own(line)
+                  and " WARNING " not in line and not line.startswith(("File ", "^"))]
+    for line in reversed(candidates):
+        lowered = line.lower()
+        if ("error" in lowered or "exception" in lowered) and "ascendctl-launcher:" not in line:
+            return line[:300]
+    for line in reversed(candidates):
+        if "ascendctl-launcher:" in line:
+            return line[:300]
+    return candidates[-1][:300] if candidates else None
+
+
+def journal_error(unit: str, lines: int = 60) -> Optional[str]:
+    """The most telling recent log line of a unit (see telling_line)."""
     try:
         out = subprocess.run(["journalctl", "-u", unit, "-n", str(lines), "--no-pager",
                               "-o", "cat"], capture_output=True, text=True, timeout=10).stdout
     except (OSError, subprocess.TimeoutExpired):
         return None
-    text = [line.strip() for line in out.splitlines() if line.strip()]
-    for line in reversed(text):
-        if " WARNING " in line or line.startswith(("File ", "^")):
-            continue
-        if "error" in line.lower() or "Exception" in line:
-            return line[:300]
-    return text[-1][:300] if text else None
+    return telling_line(out.splitlines())

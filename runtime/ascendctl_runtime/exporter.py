@@ -37,18 +37,26 @@ def _labels(**labels: object) -> str:
     return "{" + ",".join(f'{k}="{escape(v)}"' for k, v in labels.items()) + "}"
 
 
+def _number(value: float) -> str:
+    """Exact for integers and epoch timestamps (`:g` would round 1796120015 to 1.79612e+09)."""
+    if isinstance(value, bool) or float(value).is_integer():
+        return str(int(value))
+    return repr(float(value))
+
+
 class Metrics:
     def __init__(self) -> None:
         self.lines: list[str] = []
         self.declared: set[str] = set()
 
-    def add(self, name: str, help_text: str, value: float, **labels: object) -> None:
+    def add(self, name: str, help_text: str, value: float, kind: str = "gauge",
+            **labels: object) -> None:
         if name not in self.declared:
             self.declared.add(name)
             self.lines.append(f"# HELP {name} {help_text}")
-            self.lines.append(f"# TYPE {name} gauge")
+            self.lines.append(f"# TYPE {name} {kind}")
         label_text = _labels(**labels) if labels else ""
-        self.lines.append(f"{name}{label_text} {value:g}")
+        self.lines.append(f"{name}{label_text} {_number(value)}")
 
     def text(self) -> str:
         return "\n".join(self.lines) + "\n"
@@ -120,14 +128,14 @@ def render_agent_metrics(metrics: Metrics, snapshot: dict[str, Any]) -> None:
                         round(float(state["since"]), 3), unit=unit)
         metrics.add("ascendctl_engine_starts_total", "engine starts by the recovery agent "
                     "in this release", int((snapshot.get("starts") or {}).get(unit, 0)),
-                    unit=unit)
+                    kind="counter", unit=unit)
     holders = snapshot.get("npu") or {}
     if holders.get("ok"):
         foreign = holders.get("foreign") or []
         metrics.add("ascendctl_npu_foreign_processes", "processes holding this node's NPUs "
                     "that are not the engine's", len(foreign))
-        metrics.add("ascendctl_npu_foreign_hbm_mb", "HBM (MB) held by processes that are not "
-                    "the engine's", sum(int(p.get("mem_mb") or 0) for p in foreign))
+        metrics.add("ascendctl_npu_foreign_hbm_bytes", "HBM held by processes that are not "
+                    "the engine's", sum(int(p.get("mem_mb") or 0) for p in foreign) * 2**20)
         metrics.add("ascendctl_npu_processes", "processes holding this node's NPUs",
                     len(holders.get("processes") or []))
 
@@ -157,7 +165,7 @@ def render_supervisor_metrics(metrics: Metrics, state: Optional[dict[str, Any]],
     metrics.add("ascendctl_group_attempt", "the current recovery attempt (0: none)",
                 int(state.get("attempt") or 0))
     metrics.add("ascendctl_group_recoveries_total", "recoveries that ended serving, this "
-                "release", int(state.get("recoveries_total") or 0))
+                "release", int(state.get("recoveries_total") or 0), kind="counter")
     metrics.add("ascendctl_group_generation", "the supervisor's plan generation",
                 int(state.get("generation") or 0))
 

@@ -383,6 +383,14 @@ class Supervisor:
               assessment: dict[str, Any]) -> gangplan.Plan:
         result = self.run_probe(now)
         gave_up = self.state.phase == GAVE_UP
+        if not gave_up and assessment["requests"] and not assessment["paused"]:
+            # the HBM watchdog asks for a restart of a group that still serves
+            request = assessment["requests"][0]
+            self.state.handled_requests = (self.state.handled_requests
+                                           + [str(request["id"])])[-HANDLED_REQUESTS_KEPT:]
+            return self.begin(now, f"rank {request['rank']} ({request['node']}): HBM watchdog: "
+                              f"{request.get('reason', 'restart requested')}", request["node"],
+                              request["rank"])
         if result.get("ok") and self.all_running(views):
             self.state.failing_since = None
             if gave_up:
@@ -403,13 +411,6 @@ class Supervisor:
             self.state.paused = assessment["paused"]
             return self.make_plan("run")
         cause = assessment["cause"]
-        if cause is None and assessment["requests"]:
-            request = assessment["requests"][0]
-            cause = (f"rank {request['rank']} ({request['node']}): HBM watchdog: "
-                     f"{request.get('reason', 'restart requested')}", request["node"],
-                     request["rank"])
-            self.state.handled_requests = (self.state.handled_requests
-                                           + [str(request["id"])])[-HANDLED_REQUESTS_KEPT:]
         if result.get("ok") or result.get("busy"):
             self.state.failing_since = None     # a queue, not a hang: the counter advances
         else:
@@ -433,6 +434,7 @@ class Supervisor:
         again before it was stable) the next attempt."""
         if self.state.attempt:
             self.state.cause, self.state.cause_node, self.state.cause_rank = cause, node, rank
+            self.state.detected_at = self.state.failing_since or now
             return self.attempt_failed(now, f"failed again before it was stable for "
                                        f"{self.config.stable_s:.0f} s: {cause}")
         self.state.attempt = 1
