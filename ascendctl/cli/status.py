@@ -19,6 +19,10 @@ def status(
         5.0, "--probe-timeout", min=0.5, max=600, envvar="ASCENDCTL_STATUS_PROBE_TIMEOUT",
         show_envvar=True, help="Seconds the deep probe (a 1-token completion on the head) "
         "may take before serving counts as down."),
+    connect_timeout: float = typer.Option(
+        5.0, "--connect-timeout", min=0.5, max=600, envvar="ASCENDCTL_STATUS_CONNECT_TIMEOUT",
+        show_envvar=True, help="Seconds an SSH connect may take before the node counts as "
+        "unreachable (shorter than ssh.connect_timeout: a dead node must show quickly)."),
     forks: int = forks_option(),
     as_json: bool = json_option(),
 ) -> None:
@@ -37,7 +41,8 @@ def status(
 
     inv = load_inventory(inventory)
     console = get_console()
-    with SshPool(inv.hosts, forks=forks) as pool:
+    connect = min(connect_timeout, min(h.ssh.connect_timeout for h in inv.hosts))
+    with SshPool(inv.hosts, forks=forks, connect_timeout=connect) as pool:
         if watch is None:
             result = collect(inv, pool, probe_timeout=probe_timeout)
             if as_json:
