@@ -89,7 +89,10 @@ def supervisor_status(raw_head: Optional[dict[str, Any]], unit: str) -> Optional
     if unit_state.get("state") in (None, "missing") and state is None:
         return None
     fresh = state is not None and age is not None and age <= RECOVERY_FRESH_S
-    status = SupervisorStatus(running=active and fresh,
+    since, now = unit_state.get("since"), raw_head.get("time")
+    # just (re)started by a deploy: its first state is on its way
+    starting = since is not None and now is not None and now - since <= RECOVERY_FRESH_S
+    status = SupervisorStatus(running=active and (fresh or starting),
                               unit_state=unit_state.get("state"))
     if state is None:
         return status

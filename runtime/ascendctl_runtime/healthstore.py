@@ -3,7 +3,8 @@ small files other parties write: the hold file, the watchdog's restart request a
 event log (standard library only).
 
     <root>/supervisor.hold            a deploy (or an operator) holds recovery until a time
-    <root>/history.jsonl              one JSON event per line (deploys, rollbacks, recoveries)
+    <root>/history.jsonl              deploy's events (deploys, rollbacks, failed releases)
+    <root>/health/events.jsonl        the supervisor's events (every recovery, its cause)
     <root>/health/plan.json           the supervisor's signed plan (head only)
     <root>/health/supervisor.json     the supervisor's state (head only)
     <root>/health/agent.json          what this node's agent did and saw (every node)
@@ -22,6 +23,7 @@ from ascendctl_runtime.nodeutil import write_atomic
 
 HOLD_FILE = "supervisor.hold"
 HISTORY_FILE = "history.jsonl"
+EVENTS_FILE = "events.jsonl"
 HEALTH_DIR = "health"
 PLAN_FILE = "plan.json"
 SUPERVISOR_STATE = "supervisor.json"
@@ -95,18 +97,20 @@ def write_hold(root: str, seconds: float, by: str, reason: str) -> Hold:
 
 
 def append_event(root: str, event: dict[str, Any]) -> None:
-    """One line in history.jsonl (the same file and format deploy writes)."""
-    os.makedirs(root, exist_ok=True)
+    """One line in <root>/health/events.jsonl. Not in deploy's history.jsonl: a restart
+    loop must never push the deploys out of the tail rollback reads."""
+    path = health_path(root, EVENTS_FILE)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
     line = json.dumps(event, sort_keys=True) + "\n"
-    with open(os.path.join(root, HISTORY_FILE), "a", encoding="utf-8") as handle:
+    with open(path, "a", encoding="utf-8") as handle:
         handle.write(line)
         handle.flush()
         os.fsync(handle.fileno())
 
 
-def read_events(root: str, tail: int) -> list[dict[str, Any]]:
+def _tail_json_lines(path: str, tail: int) -> list[dict[str, Any]]:
     try:
-        with open(os.path.join(root, HISTORY_FILE), encoding="utf-8", errors="replace") as handle:
+        with open(path, encoding="utf-8", errors="replace") as handle:
             lines = handle.read().splitlines()[-tail:]
     except OSError:
         return []
@@ -119,3 +123,11 @@ def read_events(root: str, tail: int) -> list[dict[str, Any]]:
         if isinstance(event, dict):
             events.append(event)
     return events
+
+
+def read_events(root: str, tail: int) -> list[dict[str, Any]]:
+    """The last TAIL events of both logs, oldest first (ISO times sort as text)."""
+    events = _tail_json_lines(os.path.join(root, HISTORY_FILE), tail) + \
+        _tail_json_lines(health_path(root, EVENTS_FILE), tail)
+    events.sort(key=lambda e: (str(e.get("time") or ""), float(e.get("t") or 0)))
+    return events[-tail:]

@@ -235,3 +235,21 @@ def test_a_stubborn_rank_is_killed_after_the_grace_period(tmp_path):
     cluster.run_until(lambda: cluster.stages()[-1:] == ["recovered"])
     calls = cluster.node("node0").systemd.calls
     assert ("kill", "--signal=SIGKILL", UNIT) in calls
+
+
+def test_recovery_events_have_their_own_log_merged_with_deploys_in_time_order(tmp_path):
+    root = str(tmp_path)
+    (tmp_path / "history.jsonl").write_text(
+        json.dumps({"event": "deployed", "release": "r-1", "time": "2026-12-01T10:00:00Z"})
+        + "\n" + json.dumps({"event": "deployed", "release": "r-2",
+                             "time": "2026-12-01T12:00:00Z"}) + "\n")
+    healthstore.append_event(root, {"event": "recovery", "stage": "started",
+                                    "time": "2026-12-01T11:00:00Z", "t": 1.0})
+    healthstore.append_event(root, {"event": "recovery", "stage": "recovered",
+                                    "time": "2026-12-01T11:00:00Z", "t": 2.0})
+    assert "recovery" not in (tmp_path / "history.jsonl").read_text()   # rollback's tail
+    events = healthstore.read_events(root, 10)
+    assert [(e["event"], e.get("stage")) for e in events] == [
+        ("deployed", None), ("recovery", "started"), ("recovery", "recovered"),
+        ("deployed", None)]
+    assert len(healthstore.read_events(root, 2)) == 2

@@ -209,3 +209,14 @@ def test_not_deployed_is_down(inv):
     status = cluster(inv, copy.deepcopy(raws))
     assert status.verdict == Verdict.DOWN
     assert any("not deployed" in r for r in status.reasons)
+
+
+def test_a_supervisor_started_a_moment_ago_without_state_yet_is_not_a_problem(inv):
+    raws = healthy(inv)
+    raws["node0"]["supervisor"], raws["node0"]["supervisor_age_s"] = None, None
+    raws["node0"]["states"][SUPERVISOR] = unit(since=NOW - 2)
+    assert cluster(inv, raws).verdict == Verdict.HEALTHY      # right after a deploy
+    raws["node0"]["states"][SUPERVISOR] = unit(since=NOW - 600)
+    status = cluster(inv, raws)                                 # running, but silent
+    assert status.verdict == Verdict.DEGRADED
+    assert any("supervisor on node0 is not running" in r for r in status.reasons)
