@@ -60,9 +60,13 @@ def verdict(inv: Inventory, nodes: list[NodeStatus], sup: Optional[SupervisorSta
     down: list[str] = []
     attention: list[str] = []
     head = next((n for n in nodes if n.rank == 0), None)
+    serves = head is not None and head.reachable and bool((head.probe or {}).get("ok"))
     for node in nodes:
         if not node.reachable:
-            down.append(f"{node.where} unreachable: {node.error}")
+            # the probe is the truth: a rank we cannot reach may still serve
+            (attention if serves else down).append(
+                f"{node.where} unreachable: {node.error}"
+                + (" (the group still answers the probe)" if serves else ""))
     reachable = [n for n in nodes if n.reachable]
     undeployed = [n.name for n in reachable if not n.engine or n.release is None]
     if undeployed:

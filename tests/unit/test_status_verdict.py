@@ -109,6 +109,7 @@ def test_health_200_without_a_completion_is_down(inv):
 def test_an_unreachable_follower_is_down_with_exit_4(inv):
     raws = healthy(inv)
     raws["node1"] = None
+    raws["node0"]["probe"] = {"ok": False, "error": "completion: no answer within 5 s"}
     status = cluster(inv, raws)
     assert status.verdict == Verdict.DOWN and status.exit_code == Exit.UNREACHABLE
     assert status.reasons[0].startswith("rank 1 (node1) unreachable")
@@ -220,3 +221,12 @@ def test_a_supervisor_started_a_moment_ago_without_state_yet_is_not_a_problem(in
     status = cluster(inv, raws)                                 # running, but silent
     assert status.verdict == Verdict.DEGRADED
     assert any("supervisor on node0 is not running" in r for r in status.reasons)
+
+
+def test_an_unreachable_rank_while_the_group_still_answers_is_degraded(inv):
+    raws = healthy(inv)
+    raws["node1"] = None                     # e.g. sshd down on node1, the engine still runs
+    status = cluster(inv, raws)
+    assert status.verdict == Verdict.DEGRADED and status.exit_code == Exit.UNREACHABLE
+    assert any(r.startswith("rank 1 (node1) unreachable") and "still answers" in r
+               for r in status.reasons)
