@@ -186,7 +186,8 @@ class Agent:
         key = (unit, since)
         if key not in self._journal:
             self._journal = {k: v for k, v in self._journal.items() if k[0] != unit}
-            self._journal[key] = self.systemd.journal(unit)
+            self._journal[key] = es.redact(self.systemd.journal(unit),
+                                           es.secret_values(self.config.secrets_file))
         return self._journal[key]
 
     def restart_request(self) -> Optional[dict[str, Any]]:

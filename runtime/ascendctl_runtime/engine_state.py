@@ -340,3 +340,24 @@ def journal_error(unit: str, lines: int = 60) -> Optional[str]:
     except (OSError, subprocess.TimeoutExpired):
         return None
     return telling_line(out.splitlines())
+
+
+def secret_values(secrets_file: Optional[str]) -> list[str]:
+    """Every value of the release's secrets.env (never published, even inside a log line)."""
+    from ascendctl_runtime.nodeutil import parse_env_file
+
+    if not secrets_file:
+        return []
+    try:
+        with open(secrets_file, encoding="utf-8") as handle:
+            return [v for v in parse_env_file(handle.read()).values() if len(v) >= 4]
+    except OSError:
+        return []
+
+
+def redact(line: Optional[str], secrets: list[str]) -> Optional[str]:
+    if line is None:
+        return None
+    for value in secrets:
+        line = line.replace(value, "[REDACTED]")
+    return line

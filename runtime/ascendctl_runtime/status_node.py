@@ -57,10 +57,13 @@ def engine_units_state(root: str, engine_units: list[str], side_units: list[str]
     boot = es.boot_id()
     now = time.time()
     states = {}
+    current = _current(root)
+    secrets = es.secret_values(os.path.join(root, "releases", current, "secrets.env")
+                               if current else None)
     for unit in engine_units + side_units:
         state = es.classify(shows[unit], es.UnitMemory.from_dict(memories.get(unit)), boot, now)
         if unit in engine_units and state.state == es.CRASHED:
-            state.journal = es.journal_error(unit)
+            state.journal = es.redact(es.journal_error(unit), secrets)
         states[unit] = state.to_dict()
     return {
         "states": states,

@@ -197,3 +197,14 @@ def test_the_telling_journal_line_of_a_crash():
              "ascendctl-launcher: rank 1: the engine exited with status 2",
              "ascendctl-engine.service: Failed with result 'exit-code'."]
     assert es.telling_line(lines) == "vllm: error: unrecognized arguments: --no-such-flag"
+
+
+def test_a_published_crash_line_never_holds_a_secret(tmp_path):
+    secrets = tmp_path / "secrets.env"
+    secrets.write_text('VLLM_API_KEY="sk-secret-00112233"\nASCENDCTL_HEALTH_TOKEN="tok-445566"\n')
+    agent, systemd = make_agent(tmp_path, [])
+    agent.config.secrets_file = str(secrets)
+    systemd.crash()
+    systemd.journal = lambda unit: "Error: bad request with api_key='sk-secret-00112233'"
+    line = agent.snapshot()["units"][UNIT]["journal"]
+    assert line == "Error: bad request with api_key='[REDACTED]'"
