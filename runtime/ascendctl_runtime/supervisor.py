@@ -124,6 +124,8 @@ class SupervisorState:
     probe: dict[str, Any] = field(default_factory=dict)
     handled_requests: list[str] = field(default_factory=list)
     paused: Optional[str] = None             # why the supervisor does not act right now
+    manual: Optional[str] = None             # a rank was stopped by hand: hands off until
+    #                                          the group is seen serving again
     held: Optional[dict[str, Any]] = None
     waiting_for: list[str] = field(default_factory=list)
     ranks: dict[str, Any] = field(default_factory=dict)
@@ -272,6 +274,7 @@ class Supervisor:
         """Per rank what is wrong, and the first reason to restart the group (pure)."""
         cause: Optional[tuple[str, str, int]] = None
         paused: Optional[str] = None
+        manual: Optional[str] = None
         unreachable: list[str] = []
         transitional: list[str] = []
         requests: list[dict[str, Any]] = []
@@ -307,8 +310,8 @@ class Supervisor:
                     cause = cause or (f"{where}: {unit} stopped by recovery generation "
                                       f"{info['stopped_by_plan']}", spec.node, spec.rank)
                 elif state == es.STOPPED:
-                    paused = paused or (f"{where}: {unit} was stopped on purpose "
-                                        "(systemctl stop, not a crash): not restarted")
+                    manual = manual or (f"{where}: {unit} was stopped on purpose "
+                                        "(systemctl stop, not a crash)")
                 elif state == es.MISSING:
                     paused = paused or f"{where}: {unit} is not installed"
                 elif state in (es.STARTING, es.STOPPING):
@@ -317,7 +320,8 @@ class Supervisor:
             if isinstance(request, dict) and request.get("id") and \
                     str(request["id"]) not in self.state.handled_requests:
                 requests.append({**request, "node": spec.node, "rank": spec.rank})
-        return {"cause": cause, "paused": paused, "unreachable": unreachable,
+        return {"cause": cause, "paused": paused, "manual": manual,
+                "unreachable": unreachable,
                 "transitional": transitional, "requests": requests, "summary": summary}
 
     def all_running(self, views: dict[str, Optional[dict[str, Any]]]) -> bool:
@@ -383,7 +387,12 @@ class Supervisor:
               assessment: dict[str, Any]) -> gangplan.Plan:
         result = self.run_probe(now)
         gave_up = self.state.phase == GAVE_UP
-        if not gave_up and assessment["requests"] and not assessment["paused"]:
+        if assessment["manual"] and not self.state.manual:
+            self.state.manual = assessment["manual"]
+            self.event("hands-off", reason=f"{assessment['manual']}: no recovery until the "
+                       "group is seen serving again")
+        if not gave_up and assessment["requests"] and not assessment["paused"] \
+                and not self.state.manual:
             # the HBM watchdog asks for a restart of a group that still serves
             request = assessment["requests"][0]
             self.state.handled_requests = (self.state.handled_requests
@@ -393,6 +402,7 @@ class Supervisor:
                               request["rank"])
         if result.get("ok") and self.all_running(views):
             self.state.failing_since = None
+            self.state.manual = None
             if gave_up:
                 self.event("serving-again", reason="the group serves again (redeployed or "
                            "started by hand)")
@@ -407,6 +417,10 @@ class Supervisor:
             self.state.paused = f"gave up: {self.state.gave_up_reason}"
             return self.make_plan("stop")
         self.state.healthy_since = None if not result.get("ok") else self.state.healthy_since
+        if self.state.manual:
+            self.state.paused = (f"hands off since {self.state.manual}; until the group "
+                                 "serves again (start it in rank order, or `ascendctl deploy`)")
+            return self.make_plan("run")
         if assessment["paused"]:
             self.state.paused = assessment["paused"]
             return self.make_plan("run")

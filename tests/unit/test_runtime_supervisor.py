@@ -76,9 +76,21 @@ def test_an_intentional_stop_is_never_restarted(tmp_path):
     cluster.node("node1").systemd.run("stop", UNIT)     # an operator's systemctl stop
     for _ in range(60):
         cluster.step()
-    assert cluster.events == []
+    assert cluster.stages() == ["hands-off"]
     assert cluster.node("node1").systemd.units[UNIT].active == "inactive"
     assert "stopped on purpose" in (cluster.supervisor.state.paused or "")
+    # the operator keeps working by hand (as the doctor's lab test does): still hands off
+    cluster.node("node1").systemd.run("start", UNIT)
+    cluster.node("node0").systemd.crash()
+    for _ in range(60):
+        cluster.step()
+    assert cluster.stages() == ["hands-off"]
+    # once the group serves again, it is supervised again
+    cluster.node("node0").systemd.run("reset-failed", UNIT)
+    cluster.node("node0").systemd.run("start", UNIT)
+    cluster.run_until(lambda: cluster.supervisor.state.manual is None)
+    cluster.node("node1").systemd.crash()
+    cluster.run_until(lambda: cluster.stages()[-2:] == ["started", "recovered"])
 
 
 def test_a_probe_that_fails_long_enough_restarts_the_group(tmp_path):
