@@ -13,8 +13,8 @@ the tests run in order, each leaving the group serving and stable for the next:
   E  the follower powered off: down (unreachable rank 1); powered on, it recovers alone
   F  a rank that fails at every start: N attempts with back-off, then left stopped, and
      status says why; no more starts afterwards
-  G  data parallel mode (a redeploy also fixes F's rank): kill -9 of the follower's engine
-     is recovered too
+  G  data parallel mode (a redeploy also fixes F's rank): kill -9 of the follower's engine,
+     then of the head's, is recovered too
 
 Run under the machine's engine slot: flock /run/lock/ascendctl-engine-slot pytest ...
 """
@@ -331,7 +331,7 @@ def test_a_rank_that_fails_every_start_is_left_stopped_with_the_reason(cluster):
     assert node_sh(cluster, "node1", f"systemctl is-active {ENGINE} || true").strip() != "active"
 
 
-def test_data_parallel_group_recovers_a_killed_follower(cluster):
+def test_data_parallel_group_recovers_a_killed_follower_and_head(cluster):
     cluster["inv"] = inventory(cluster, "dp", mode="dp", tensor_parallel_size=1,
                                pipeline_parallel_size=1, data_parallel_size=2,
                                data_parallel_size_local=1, api_server_count=1,
@@ -340,3 +340,4 @@ def test_data_parallel_group_recovers_a_killed_follower(cluster):
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     wait_for("healthy", lambda: status(cluster)[0] == 0, guard_s=120)
     kill_and_recover(cluster, "node1", 1, "KILL", "crashed")
+    kill_and_recover(cluster, "node0", 0, "KILL", "crashed")
