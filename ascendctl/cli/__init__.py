@@ -26,6 +26,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "deploy",
     "engine",
     "status",
+    "events",
     "bench",
     "doctor",
     "demo",

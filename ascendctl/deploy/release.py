@@ -17,13 +17,16 @@ from typing import Any
 from ascendctl.deploy.bundle import runtime_bundle
 from ascendctl.inventory import Inventory
 from ascendctl.render.files import RenderedFile, release_dir
+from ascendctl.render.health import SUPERVISOR_UNIT
 from ascendctl.render.release import (
     ENGINE_UNIT, EXPORTER_UNIT, RAY_UNIT, WATCHDOG_UNIT, render_release,
 )
 
 ID_PLACEHOLDER = "r-000000000000"
 ENGINE_UNITS = (RAY_UNIT, ENGINE_UNIT)          # rank-ordered, in this start order
-SIDE_UNITS = (EXPORTER_UNIT, WATCHDOG_UNIT)     # per node, no ordering
+# Per node, no ordering; started once the release serves. The exporter carries the node
+# agent, the supervisor (head only) the gang recovery: deploy stops it before any engine.
+SIDE_UNITS = (EXPORTER_UNIT, WATCHDOG_UNIT, SUPERVISOR_UNIT)
 ALL_UNITS = ENGINE_UNITS + SIDE_UNITS
 
 

@@ -185,6 +185,22 @@ class ProxySpec(Section):
     port: int = Field(default=8080, ge=1, le=65535)
 
 
+class HealthSpec(Section):
+    """Gang recovery on the nodes (docs/health.md): the deep probe and the restart policy."""
+
+    supervise: bool = True                   # run the gang supervisor on the head
+    probe_interval_s: float = Field(default=5, ge=1, le=600)
+    probe_timeout_s: float = Field(default=10, ge=1, le=600)
+    probe_failure_s: float = Field(default=30, ge=5, le=86400)   # failing this long: restart
+    max_attempts: int = Field(default=3, ge=1, le=100)
+    backoff_s: float = Field(default=10, ge=0, le=3600)          # doubles per attempt
+    backoff_max_s: float = Field(default=300, ge=0, le=86400)
+    stop_grace_s: float = Field(default=15, ge=1, le=600)        # SIGTERM, then SIGKILL
+    npu_free_timeout_s: float = Field(default=120, ge=5, le=3600)
+    stable_s: float = Field(default=600, ge=0, le=86400)         # serving this long: attempts reset
+    token: Optional[SecretRef] = None        # signs the plan; default: derived from api_key
+
+
 class ServingSpec(Section):
     mode: Literal["dp", "mp", "ray"] = "mp"
     port: int = Field(default=8000, ge=1, le=65535)
@@ -220,6 +236,7 @@ class ServingSpec(Section):
     # is rendered for HCCL tests and MindIE, and RANK_TABLE_FILE reaches the engine's
     # environment only when this is true (e.g. for a plugin that still reads it).
     export_rank_table: bool = False
+    health: HealthSpec = HealthSpec()
 
     @field_validator("extra_args")
     @classmethod

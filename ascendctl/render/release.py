@@ -12,7 +12,7 @@ from typing import Any
 
 from ascendctl.errors import InputError
 from ascendctl.inventory import Host, Inventory
-from ascendctl.render import timeouts
+from ascendctl.render import health, prometheus, timeouts
 from ascendctl.render.engine import (
     data_parallel_ranks, engine_argv, engine_environment, ray_argv,
 )
@@ -89,10 +89,15 @@ def render_node(inv: Inventory, host: Host, *, release_id: str,
     env = engine_environment(inv, host, release, nic=nic)
     files.append(RenderedFile("engine.env", format_env_file(
         env, f"ascendctl engine environment for {host.name} (release {release_id})").encode()))
+    secret_values = []
     if s.api_key is not None:
         value = (secrets or {}).get("api_key")
-        text = format_env_file([(SECRET_ENV_KEY, value if value is not None else REDACTED)],
-                               "ascendctl secrets: mode 0600, never logged")
+        secret_values.append((SECRET_ENV_KEY, value if value is not None else REDACTED))
+    token = health.plan_token(inv, secrets)
+    if token is not None:
+        secret_values.append((health.TOKEN_KEY, token))
+    if secret_values:
+        text = format_env_file(secret_values, "ascendctl secrets: mode 0600, never logged")
         files.append(RenderedFile("secrets.env", text.encode(), 0o600, secret=True))
     files.append(RenderedFile("hccl.json", rank_table))
 
@@ -116,9 +121,10 @@ def render_node(inv: Inventory, host: Host, *, release_id: str,
 
     files.append(RenderedFile(f"units/{EXPORTER_UNIT}", render_template(
         "systemd/ascendctl-exporter.service.j2", port=inv.deploy.exporter_port,
-        exporter_argv=[inv.deploy.python, "-m", "ascendctl_runtime.exporter", "--listen",
-                       EXPORTER_LISTEN, "--port", str(inv.deploy.exporter_port)],
+        exporter_argv=health.exporter_argv(inv, release, EXPORTER_LISTEN),
         **unit_context).encode()))
+    files += health.health_files(inv, host, release=release, release_id=release_id,
+                                 unit_context=unit_context)
 
     # The keys ascendctl_runtime.watchdog reads (it rejects unknown ones).
     watchdog = {
@@ -129,6 +135,8 @@ def render_node(inv: Inventory, host: Host, *, release_id: str,
         # HBM climbs to the KV budget while the engine starts: never act before then
         "startup_grace_seconds": s.startup_timeout,
         "cooldown_seconds": s.startup_timeout + timeouts.STOP_GRACE_S,
+        # it asks the gang supervisor for a restart, never restarts the unit alone
+        "request_file": health.watchdog_request_file(inv),
     }
     files.append(RenderedFile("watchdog.json", _json(watchdog)))
     files.append(RenderedFile(f"units/{WATCHDOG_UNIT}", render_template(
@@ -145,8 +153,8 @@ def render_release(inv: Inventory, *, release_id: str,
                    ) -> dict[str, list[RenderedFile]]:
     """Every node's release files, keyed by host name (rank order).
 
-    `secrets`: {"api_key": value} resolved by the caller; without it secrets.env holds a
-    placeholder. `nics` / `device_ips`: values discovered on the nodes for hosts whose
+    `secrets`: {"api_key": value, "health_token": value} resolved by the caller (each
+    optional); without them secrets.env holds placeholders. `nics` / `device_ips`: values discovered on the nodes for hosts whose
     inventory leaves them out. `checkpoint_dtype`: the checkpoint's torch_dtype (None =
     unknown, always pass --dtype); by default read from the model config when at hand.
     Raises InputError for incoherent timeouts."""
@@ -169,22 +177,9 @@ def render_cluster(inv: Inventory) -> list[RenderedFile]:
             "nginx/ascendctl.conf.j2", cluster=inv.cluster.name, ident=ident,
             upstream=f"127.0.0.1:{s.port}", listen_port=s.proxy.port,
             stream_timeout=max(3600, s.startup_timeout)).encode()))
-    rules = "ascendctl-rules.yml"
-    files.append(RenderedFile("prometheus/prometheus.yml", render_template(
-        "prometheus/prometheus.yml.j2", cluster=inv.cluster.name, rules_file=rules,
-        engine_target=f"{inv.head.address}:{s.port}", head=inv.head.name,
-        exporter_targets=[{"address": f"{h.address}:{inv.deploy.exporter_port}",
-                           "node": h.name, "rank": str(h.rank)} for h in inv.hosts]
-    ).encode()))
-    ttft = inv.slo.max_p99_ttft_ms
-    files.append(RenderedFile(f"prometheus/{rules}", render_template(
-        "prometheus/alerts.yml.j2", cluster=inv.cluster.name,
-        hbm_threshold=s.hbm_watchdog_threshold, kv_threshold=0.95,
-        queue_threshold=s.max_num_seqs * s.data_parallel_size,
-        ttft_slo_s=None if ttft is None else round(ttft / 1000, 6),
-        ttft_slo_ms=ttft if ttft is None else format(ttft, "g")).encode()))
+    files += prometheus.prometheus_files(inv)
     return files
 
 
 def render_warnings(inv: Inventory) -> list[str]:
-    return timeouts.check_timeouts(inv)
+    return timeouts.check_timeouts(inv) + health.warnings(inv)

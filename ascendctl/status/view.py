@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ascendctl.status import DEGRADED, HEALTHY, ClusterStatus, NodeStatus
+from ascendctl.status.model import ClusterStatus, NodeStatus, SupervisorStatus, Verdict
+from ascendctl.status.verdict import ago, short
 
-VERDICT_STYLE = {HEALTHY: "bold green", DEGRADED: "bold yellow"}
+VERDICT_STYLE = {Verdict.HEALTHY: "bold green", Verdict.DEGRADED: "bold yellow"}
 METRIC_COLUMNS = (
     ("running", "vllm:num_requests_running"),
     ("waiting", "vllm:num_requests_waiting"),
@@ -26,8 +27,11 @@ def _npus(node: NodeStatus) -> str:
     total = sum(c.hbm_total_mb or 0 for c in node.chips)
     util = max((c.aicore_pct or 0) for c in node.chips)
     temp = max((c.temp_c or 0) for c in node.chips)
-    return (f"{healthy}/{len(node.chips)} OK, HBM {used / 1024:.1f}/{total / 1024:.0f} GiB, "
+    text = (f"{healthy}/{len(node.chips)} OK, HBM {used / 1024:.1f}/{total / 1024:.0f} GiB, "
             f"AICore ≤{util}%, ≤{temp}°C")
+    if node.foreign:
+        text += f", [red]{len(node.foreign)} foreign process(es)[/red]"
+    return text
 
 
 def _links(node: NodeStatus) -> str:
@@ -38,13 +42,25 @@ def _links(node: NodeStatus) -> str:
     return f"{up}/{len(node.links)} UP" + (f" (down: {','.join(down)})" if down else "")
 
 
-def _units(node: NodeStatus) -> str:
-    if not node.units:
+def _engine(node: NodeStatus) -> str:
+    if not node.engine:
         return "not deployed"
-    return ", ".join(f"{unit.removeprefix('ascendctl-').removesuffix('.service')}="
-                     f"{state.split('/')[0]}" + (f" (restarts {node.restarts[unit]})"
-                                                 if node.restarts.get(unit) else "")
-                     for unit, state in node.units.items())
+    parts = []
+    for unit in node.engine:
+        style = "" if unit.state == "running" else "red"
+        text = f"{short(unit.unit)} {unit.state}{ago(unit.ago_s)}"
+        if unit.exit:
+            text += f" ({unit.exit})"
+        if unit.restarts:
+            text += f", restarts {unit.restarts}"
+        parts.append(f"[{style}]{text}[/{style}]" if style else text)
+    return "; ".join(parts)
+
+
+def _side(node: NodeStatus) -> str:
+    engine = {u.unit for u in node.engine}
+    return ", ".join(f"{short(unit)}={state.split('/')[0]}"
+                     for unit, state in node.units.items() if unit not in engine) or "-"
 
 
 def _metric(value: Any, name: str) -> str:
@@ -55,33 +71,55 @@ def _metric(value: Any, name: str) -> str:
     return f"{value:g}"
 
 
+def _recovery(sup: SupervisorStatus) -> str:
+    if not sup.running:
+        return f"supervisor not running ({sup.unit_state or 'not installed'})"
+    text = f"phase {sup.phase}, generation {sup.generation}"
+    if sup.phase not in ("serving", None):
+        text += f", attempt {sup.attempt}/{sup.max_attempts or '?'}"
+    if sup.cause and sup.phase != "serving":
+        text += f", cause: {sup.cause}"
+    if sup.held:
+        text += f"; held by {sup.held.get('by')}"
+    text += f"; {sup.recoveries_total} recover{'y' if sup.recoveries_total == 1 else 'ies'}"
+    if sup.last_recovery:
+        text += (f" (last: {sup.last_recovery.get('seconds')} s after "
+                 f"{str(sup.last_recovery.get('cause'))[:80]})")
+    return text
+
+
 def status_table(status: ClusterStatus):
     from rich.console import Group
     from rich.table import Table
     from rich.text import Text
 
     nodes = Table(title=f"cluster {status.cluster}", expand=False)
-    for column in ("rank", "node", "release", "units", "NPUs", "RoCE"):
+    for column in ("rank", "node", "release", "engine", "other units", "NPUs", "RoCE"):
         nodes.add_column(column)
     for node in status.nodes:
         if not node.reachable:
             nodes.add_row(str(node.rank), node.name, "-", f"[red]unreachable: {node.error}[/red]",
-                          "-", "-")
+                          "-", "-", "-")
             continue
-        nodes.add_row(str(node.rank), node.name, node.release or "-", _units(node),
-                      _npus(node), _links(node))
+        nodes.add_row(str(node.rank), node.name, node.release or "-", _engine(node),
+                      _side(node), _npus(node), _links(node))
     parts: list[Any] = [nodes]
     head = next((n for n in status.nodes if n.rank == 0), None)
-    if head is not None and head.reachable and head.engine_up is not None:
-        engine = Table(title=f"engine on {head.name}", expand=False)
-        engine.add_column("API")
+    if head is not None and head.reachable and head.probe is not None:
+        engine = Table(title=f"serving on {head.name}", expand=False)
+        engine.add_column("deep probe")
         for label, _name in METRIC_COLUMNS:
             engine.add_column(label, justify="right")
-        engine.add_row("up" if head.engine_up else "[red]down[/red]",
-                       *[_metric(head.metrics.get(name), name) for _l, name in METRIC_COLUMNS])
+        probe = head.probe
+        answer = f"ok in {probe.get('seconds', 0):.2f} s" if probe.get("ok") \
+            else f"[red]{(probe.get('error') or 'failed')[:80]}[/red]"
+        engine.add_row(answer, *[_metric(head.metrics.get(name), name)
+                                 for _l, name in METRIC_COLUMNS])
         parts.append(engine)
+    if status.supervisor is not None:
+        parts.append(Text(f"recovery: {_recovery(status.supervisor)}"))
     style = VERDICT_STYLE.get(status.verdict, "bold red")
-    line = Text(f"verdict: {status.verdict}", style=style)
+    line = Text(f"verdict: {status.verdict.value}", style=style)
     if status.reasons:
         line.append(" — " + "; ".join(status.reasons), style="")
     parts.append(line)

@@ -1,22 +1,31 @@
-"""NPU metrics for Prometheus, named like Huawei's npu-exporter where they overlap.
+"""NPU metrics for Prometheus, named like Huawei's npu-exporter where they overlap, and
+the node agent's HTTP face.
 
     python3 -m ascendctl_runtime.exporter [--listen ADDR] [--port 9101] [--cache-seconds 5]
+                                          [--agent <release>/agent.json]
 
 Each scrape reads `npu-smi info` and every RoCE port's link and net health through
-hccn_tool (results cached for a few seconds, so several scrapers cost one read).
+hccn_tool (results cached for a few seconds, so several scrapers cost one read). With
+--agent the same process runs the node agent (ascendctl_runtime.agent) and serves:
+
+    /metrics        NPU metrics plus this rank's engine state (and on the head the
+                    supervisor's verdict: serving up, recovering, gave up)
+    /health/state   this rank's engine state as JSON (the supervisor and `status` read it)
+    /health/plan    on the head: the supervisor's signed plan while it is fresh
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Optional
+from typing import Any, Optional
 
 from ascendctl.facts.npu_smi import NpuSmiInfo
-from ascendctl_runtime import npu
+from ascendctl_runtime import engine_state, healthstore, npu
 
 HEALTHY = "OK"
 
@@ -28,18 +37,26 @@ def _labels(**labels: object) -> str:
     return "{" + ",".join(f'{k}="{escape(v)}"' for k, v in labels.items()) + "}"
 
 
+def _number(value: float) -> str:
+    """Exact for integers and epoch timestamps (`:g` would round 1796120015 to 1.79612e+09)."""
+    if isinstance(value, bool) or float(value).is_integer():
+        return str(int(value))
+    return repr(float(value))
+
+
 class Metrics:
     def __init__(self) -> None:
         self.lines: list[str] = []
         self.declared: set[str] = set()
 
-    def add(self, name: str, help_text: str, value: float, **labels: object) -> None:
+    def add(self, name: str, help_text: str, value: float, kind: str = "gauge",
+            **labels: object) -> None:
         if name not in self.declared:
             self.declared.add(name)
             self.lines.append(f"# HELP {name} {help_text}")
-            self.lines.append(f"# TYPE {name} gauge")
+            self.lines.append(f"# TYPE {name} {kind}")
         label_text = _labels(**labels) if labels else ""
-        self.lines.append(f"{name}{label_text} {value:g}")
+        self.lines.append(f"{name}{label_text} {_number(value)}")
 
     def text(self) -> str:
         return "\n".join(self.lines) + "\n"
@@ -94,19 +111,96 @@ def render_metrics(info: Optional[NpuSmiInfo], error: str,
     return metrics.text()
 
 
+def render_agent_metrics(metrics: Metrics, snapshot: dict[str, Any]) -> None:
+    """This rank's engine state (pure: from the agent's snapshot)."""
+    for unit, state in sorted((snapshot.get("units") or {}).items()):
+        name = state.get("state") or "unknown"
+        metrics.add("ascendctl_engine_up", "1 if the engine unit is active", int(
+            name == engine_state.RUNNING), unit=unit)
+        for choice in (engine_state.RUNNING, engine_state.STARTING, engine_state.STOPPING,
+                       engine_state.CRASHED, engine_state.STOPPED, engine_state.NOT_STARTED,
+                       engine_state.MISSING):
+            metrics.add("ascendctl_engine_state", "the engine unit's state (1 for the "
+                        "current one)", int(name == choice), unit=unit, state=choice)
+        if name == engine_state.RUNNING and state.get("since"):
+            metrics.add("ascendctl_engine_start_time_seconds", "when the engine unit last "
+                        "became active (epoch seconds): changes() counts restarts",
+                        round(float(state["since"]), 3), unit=unit)
+        metrics.add("ascendctl_engine_starts_total", "engine starts by the recovery agent "
+                    "in this release", int((snapshot.get("starts") or {}).get(unit, 0)),
+                    kind="counter", unit=unit)
+    holders = snapshot.get("npu") or {}
+    if holders.get("ok"):
+        foreign = holders.get("foreign") or []
+        metrics.add("ascendctl_npu_foreign_processes", "processes holding this node's NPUs "
+                    "that are not the engine's", len(foreign))
+        metrics.add("ascendctl_npu_foreign_hbm_bytes", "HBM held by processes that are not "
+                    "the engine's", sum(int(p.get("mem_mb") or 0) for p in foreign) * 2**20)
+        metrics.add("ascendctl_npu_processes", "processes holding this node's NPUs",
+                    len(holders.get("processes") or []))
+
+
+def render_supervisor_metrics(metrics: Metrics, state: Optional[dict[str, Any]],
+                              age_s: Optional[float], fresh_s: float) -> None:
+    """The head's supervisor verdict (pure: from its state file and that file's age)."""
+    up = state is not None and age_s is not None and age_s <= fresh_s
+    metrics.add("ascendctl_supervisor_up", "1 while the gang supervisor updates its state",
+                int(up))
+    if not up or state is None:
+        return
+    phase = state.get("phase") or "serving"
+    probe = state.get("probe") or {}
+    serving = phase == "serving" and bool(probe.get("ok"))
+    metrics.add("ascendctl_serving_up", "1 if the last real completion through the API "
+                "key succeeded (the deep probe, never /health)", int(serving))
+    if probe.get("seconds") is not None:
+        metrics.add("ascendctl_serving_probe_seconds", "duration of the last deep probe",
+                    float(probe["seconds"]))
+    metrics.add("ascendctl_supervisor_held", "1 while a hold file holds recovery",
+                int(bool(state.get("held"))))
+    metrics.add("ascendctl_group_recovering", "1 while the group is being restarted",
+                int(phase in ("stopping", "npus", "backoff", "starting", "warming")))
+    metrics.add("ascendctl_group_gave_up", "1 when recovery gave up after its attempts",
+                int(phase == "gave-up"))
+    metrics.add("ascendctl_group_attempt", "the current recovery attempt (0: none)",
+                int(state.get("attempt") or 0))
+    metrics.add("ascendctl_group_recoveries_total", "recoveries that ended serving, this "
+                "release", int(state.get("recoveries_total") or 0), kind="counter")
+    metrics.add("ascendctl_group_generation", "the supervisor's plan generation",
+                int(state.get("generation") or 0))
+
+
+def node_problems(info: Optional[NpuSmiInfo], ports: list[npu.PortState],
+                  snapshot: Optional[dict[str, Any]]) -> int:
+    """How many things are wrong on this node (serving may still work: degraded)."""
+    count = 0 if info is not None else 1
+    if info is not None:
+        count += sum(1 for chip in info.chips if chip.health != HEALTHY)
+    count += sum(1 for port in ports if port.link_up is False)
+    if snapshot is not None:
+        count += sum(1 for state in (snapshot.get("units") or {}).values()
+                     if state.get("state") != engine_state.RUNNING)
+        count += len((snapshot.get("npu") or {}).get("foreign") or [])
+    return count
+
+
 class Collector:
-    def __init__(self, cache_seconds: float):
+    def __init__(self, cache_seconds: float, reader: Optional[npu.CachedReader] = None,
+                 agent: Any = None):
         self.cache_seconds = cache_seconds
+        self.reader = reader or npu.CachedReader()
+        self.agent = agent
         self.lock = threading.Lock()
         self.cached_at = float("-inf")
         self.cached = ""
+        self.cached_parts: tuple[Optional[NpuSmiInfo], list[npu.PortState]] = (None, [])
 
-    def collect(self) -> str:
+    def hardware(self) -> str:
         with self.lock:
             if time.monotonic() - self.cached_at < self.cache_seconds:
                 return self.cached
             started = time.monotonic()
-            info, error = npu.read_npu_info()
+            info, error = self.reader.read(self.cache_seconds)
             ports: list[npu.PortState] = []
             if info is not None:
                 ids = sorted({chip.phy_id if chip.phy_id is not None else chip.npu_id
@@ -117,18 +211,54 @@ class Collector:
                      f"# TYPE ascendctl_exporter_scrape_seconds gauge\n"
                      f"ascendctl_exporter_scrape_seconds {time.monotonic() - started:.3f}\n")
             self.cached, self.cached_at = text, time.monotonic()
+            self.cached_parts = (info, ports)
             return text
+
+    def collect(self) -> str:
+        text = self.hardware()
+        if self.agent is None:
+            return text
+        snapshot = self.agent.snapshot()
+        metrics = Metrics()
+        render_agent_metrics(metrics, snapshot)
+        info, ports = self.cached_parts
+        metrics.add("ascendctl_node_problems", "problems on this node: unhealthy NPUs, RoCE "
+                    "links down, engine units not running, foreign NPU processes",
+                    node_problems(info, ports, snapshot))
+        if self.agent.config.is_head:
+            path = healthstore.health_path(self.agent.config.root,
+                                           healthstore.SUPERVISOR_STATE)
+            render_supervisor_metrics(metrics, healthstore.read_json(path),
+                                      healthstore.file_age_s(path),
+                                      fresh_s=self.agent.config.plan_ttl_s)
+        return text + metrics.text()
 
 
 def make_handler(collector: Collector):
+    agent = collector.agent
+
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 (http.server API)
-            if self.path.split("?", 1)[0] != "/metrics":
+            path = self.path.split("?", 1)[0]
+            if path == "/metrics":
+                self.answer(200, collector.collect().encode(),
+                            "text/plain; version=0.0.4; charset=utf-8")
+            elif path == "/health/state" and agent is not None:
+                self.answer(200, json.dumps(agent.snapshot()).encode(), "application/json")
+            elif path == "/health/plan" and agent is not None and agent.config.is_head:
+                plan_path = healthstore.health_path(agent.config.root, healthstore.PLAN_FILE)
+                age = healthstore.file_age_s(plan_path)
+                document = healthstore.read_json(plan_path)
+                if document is None or age is None or age > agent.config.plan_ttl_s:
+                    self.send_error(404, "no current plan")
+                    return
+                self.answer(200, json.dumps(document).encode(), "application/json")
+            else:
                 self.send_error(404, "try /metrics")
-                return
-            body = collector.collect().encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+
+        def answer(self, code: int, body: bytes, content_type: str) -> None:
+            self.send_response(code)
+            self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
@@ -144,16 +274,42 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--listen", default="0.0.0.0")
     parser.add_argument("--port", type=int, default=9101)
     parser.add_argument("--cache-seconds", type=float, default=5.0)
+    parser.add_argument("--agent", default=None, help="the release's agent.json: also run "
+                        "the node agent")
     args = parser.parse_args(argv)
+    reader = npu.CachedReader()
+    agent = None
+    stop = threading.Event()
+    if args.agent:
+        from ascendctl_runtime.agent import Agent, AgentConfig
+
+        def table() -> tuple[Any, str]:
+            info, error = reader.read(1.0)
+            if info is None:
+                return None, error
+            return [(p.npu_id, p.pid, p.name, p.memory_mb) for p in info.processes], ""
+
+        try:
+            agent = Agent(AgentConfig.load(args.agent), npu_table=table)
+        except (OSError, ValueError, TypeError) as err:
+            print(f"ascendctl-exporter: bad agent config: {err}", file=sys.stderr, flush=True)
+            return 2
+        threading.Thread(target=agent.run_forever, args=(stop,), name="agent",
+                         daemon=True).start()
     server = ThreadingHTTPServer((args.listen, args.port),
-                                 make_handler(Collector(args.cache_seconds)))
-    print(f"ascendctl-exporter: serving /metrics on {args.listen}:{args.port}",
-          file=sys.stderr, flush=True)
+                                 make_handler(Collector(args.cache_seconds, reader, agent)))
+    server.daemon_threads = True
+    print(f"ascendctl-exporter: serving /metrics{' and /health' if agent else ''} on "
+          f"{args.listen}:{args.port}", file=sys.stderr, flush=True)
+    import signal
+
+    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
     try:
         server.serve_forever()
     except KeyboardInterrupt:
         pass
     finally:
+        stop.set()
         server.server_close()
     return 0
 

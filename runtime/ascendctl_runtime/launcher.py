@@ -153,8 +153,24 @@ class Supervisor:
                 log("grace period over; killing the engine's process group")
                 self.kill_group()
         self.kill_group()  # workers the engine forked must not outlive it
+        return self.exit_status(code)
+
+    def exit_status(self, code: int) -> int:
+        """What systemd sees. A stop that was asked for is a clean stop whatever the engine
+        answered (Result=success: the supervisor leaves it alone); an engine that ends on
+        its own is a failure even with status 0 (a server does not just exit), so the
+        supervisor restarts the group."""
+        if self.stopping_since is not None:
+            if code != 0:
+                log(f"rank {self.config.rank} stopped (engine status {code})")
+            return 0
+        if code == 0:
+            log(f"rank {self.config.rank}: the engine exited on its own with status 0")
+            return 1
         if code < 0:
+            log(f"rank {self.config.rank}: the engine was killed by signal {-code}")
             return 128 + (-code)
+        log(f"rank {self.config.rank}: the engine exited with status {code}")
         return code
 
     def kill_group(self) -> None:

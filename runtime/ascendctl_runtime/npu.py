@@ -7,6 +7,8 @@ so the exporter, the watchdog and the controller's preflight read the tools the 
 from __future__ import annotations
 
 import subprocess
+import threading
+import time
 from dataclasses import dataclass
 from typing import Optional
 
@@ -35,6 +37,24 @@ def read_npu_info() -> tuple[Optional[NpuSmiInfo], str]:
     if code != 0 or not info.ok:
         return None, (info.error or text.strip() or f"npu-smi exited {code}")[:500]
     return info, ""
+
+
+class CachedReader:
+    """`npu-smi info` read at most once per max_age seconds, shared by the exporter's
+    scrapes and the node agent (npu-smi is slow on real hardware)."""
+
+    def __init__(self, read=read_npu_info, clock=time.monotonic):
+        self._read, self._clock = read, clock
+        self._lock = threading.Lock()
+        self._at = float("-inf")
+        self._value: tuple[Optional[NpuSmiInfo], str] = (None, "not read yet")
+
+    def read(self, max_age: float) -> tuple[Optional[NpuSmiInfo], str]:
+        with self._lock:
+            if self._clock() - self._at >= max_age:
+                self._value = self._read()
+                self._at = self._clock()
+            return self._value
 
 
 @dataclass(frozen=True)

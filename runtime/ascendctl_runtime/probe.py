@@ -2,6 +2,7 @@
 
     python3 -m ascendctl_runtime.probe ready   --port 8000 --model NAME [--secrets FILE] [--stream]
     python3 -m ascendctl_runtime.probe metrics --port 8000
+    python3 -m ascendctl_runtime.probe serving --port 8000 --model NAME [--secrets FILE]
 
 Runs on the node next to the engine and prints one JSON object. `/health` only says the
 process is up; readiness is `/v1/models` listing the model, then a real completion
@@ -148,6 +149,39 @@ def check_ready(engine: Engine, model: str, stream: bool, max_tokens: int) -> di
     return result
 
 
+def serving_probe(engine: Engine, model: str) -> dict[str, Any]:
+    """Prove serving: one real 1-token completion through the API key (never /health).
+    {"ok", "seconds", "error", "status"}; the engine's timeout bounds it."""
+    started = time.monotonic()
+    body = {"model": model, "prompt": "Hi", "max_tokens": 1, "temperature": 0}
+    try:
+        status, answer = engine.request("POST", "/v1/completions", body)
+    except (OSError, urllib.error.URLError) as err:
+        reason = getattr(err, "reason", err)
+        if isinstance(reason, TimeoutError) or "timed out" in str(reason):
+            reason = f"no answer within {engine.timeout:g} s"
+        return {"ok": False, "seconds": round(time.monotonic() - started, 3),
+                "error": f"completion: {reason}", "status": None}
+    seconds = round(time.monotonic() - started, 3)
+    if status != 200 or not isinstance(answer, dict) or not answer.get("choices"):
+        return {"ok": False, "seconds": seconds, "status": status,
+                "error": f"completion answered {status}: {str(answer)[:200]}"}
+    return {"ok": True, "seconds": seconds, "status": status, "error": None}
+
+
+def generation_tokens(engine: Engine) -> Optional[float]:
+    """vllm:generation_tokens_total now (None if /metrics does not answer): a counter that
+    advances means the engine works, even when a probe waited too long behind a queue."""
+    try:
+        status, body = engine.request("GET", "/metrics")
+    except (OSError, urllib.error.URLError):
+        return None
+    if status != 200 or not isinstance(body, str):
+        return None
+    return parse_metrics(body, ("vllm:generation_tokens_total",)).get(
+        "vllm:generation_tokens_total")
+
+
 def parse_metrics(text: str, wanted: tuple[str, ...] = METRICS_OF_INTEREST) -> dict[str, float]:
     """Sum each wanted metric over its label sets (Prometheus text format)."""
     totals: dict[str, float] = {}
@@ -175,7 +209,7 @@ def parse_metrics(text: str, wanted: tuple[str, ...] = METRICS_OF_INTEREST) -> d
 
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="ascendctl_runtime.probe")
-    parser.add_argument("what", choices=["ready", "metrics"])
+    parser.add_argument("what", choices=["ready", "metrics", "serving"])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--model", default="")
@@ -189,6 +223,10 @@ def main(argv: Optional[list[str]] = None) -> int:
         result = check_ready(engine, args.model, args.stream, args.max_tokens)
         print(json.dumps(result))
         return 0 if result["ready"] else 1
+    if args.what == "serving":
+        result = serving_probe(engine, args.model)
+        print(json.dumps(result))
+        return 0 if result["ok"] else 1
     try:
         status, body = engine.request("GET", "/metrics")
     except (OSError, urllib.error.URLError) as err:

@@ -6,8 +6,12 @@ vLLM reserves `gpu-memory-utilization` of HBM at start; usage that keeps climbin
 the threshold afterwards (leaks, fragmentation, a stray process) ends in an
 out-of-memory crash mid-request. The watchdog reads `npu-smi info` every interval and,
 after `consecutive` readings above the threshold on any NPU — and never while the engine
-is still starting or within the cooldown after its last restart — restarts the unit with
-`systemctl restart` (a graceful stop, then a start) and logs which NPU and how full.
+is still starting or within the cooldown after its last restart — asks for a restart and
+logs which NPU and how full.
+
+It never restarts the unit itself: one rank restarted alone cannot rejoin its group. The
+request (a small JSON file, `request_file`) is published by this node's agent, and the
+supervisor on the head restarts the whole group in rank order (docs/health.md).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import json
 import subprocess
 import sys
 import time
+import uuid
 from dataclasses import dataclass
 from typing import Callable, Optional
 
@@ -31,6 +36,7 @@ class WatchdogConfig:
     consecutive: int = 3
     startup_grace_seconds: float = 1800.0
     cooldown_seconds: float = 600.0
+    request_file: str = ""     # where the restart request goes (the agent reads it)
 
     @classmethod
     def load(cls, path: str) -> "WatchdogConfig":
@@ -103,13 +109,29 @@ class Watchdog:
         return (f"NPU {npu_id} HBM {used}/{total} MB = {fraction:.1%} above "
                 f"{self.config.threshold:.0%} for {self.config.consecutive} readings")
 
+    def request_restart(self, reason: str) -> dict:
+        """Ask the supervisor (through this node's agent) for a gang restart."""
+        from ascendctl_runtime.nodeutil import write_atomic
+
+        request = {"id": uuid.uuid4().hex, "source": "hbm-watchdog", "unit": self.config.unit,
+                   "reason": reason, "time": time.time()}
+        if not self.config.request_file:
+            raise ValueError("no request_file configured")
+        write_atomic(self.config.request_file,
+                     (json.dumps(request, sort_keys=True) + "\n").encode(), 0o644)
+        return request
+
     def run_forever(self) -> None:
-        log(f"watching {self.config.unit}: restart above {self.config.threshold:.0%} HBM")
+        log(f"watching {self.config.unit}: a gang restart is requested above "
+            f"{self.config.threshold:.0%} HBM")
         while True:
             reason = self.step(self.unit_active_for())
             if reason:
-                log(f"restarting {self.config.unit}: {reason}")
-                subprocess.run(["systemctl", "restart", "--no-block", self.config.unit])
+                try:
+                    request = self.request_restart(reason)
+                    log(f"asked for a gang restart (request {request['id']}): {reason}")
+                except (OSError, ValueError) as err:
+                    log(f"cannot ask for a restart ({err}): {reason}")
             time.sleep(self.config.interval_seconds)
 
 

@@ -13,15 +13,16 @@ DEPLOY_STEPS = [
     ("preflight gate", ["preflight_gather", "preflight_pings", "preflight_checks"]),
     ("stage the release on every node", ["release_facts", "release_stage"]),
     ("weights", ["weights_push", "release_model"]),
+    ("hold the gang supervisor", ["supervisor_hold"]),
     ("stop the old engines", ["engine_stop"]),
     ("install the release's units", ["release_units"]),
     ("start the head", ["engine_start"]),
     ("start the followers in rank order", ["engine_start"]),
     ("readiness gate", ["engine_ready"]),
     ("warm-up", ["engine_warmup", "node_services"]),
-    ("commit", ["release_commit", "release_prune"]),
+    ("commit", ["release_commit", "supervisor_hold", "release_prune"]),
     ("restore the previous release", ["release_restore"]),
-    ("give back the lock", ["deploy_lock"]),
+    ("give back the lock", ["supervisor_hold", "deploy_lock"]),
 ]
 
 
@@ -44,6 +45,7 @@ def test_every_step_play_stops_the_whole_switch_on_a_failure(name):
                                                     if not p.any_errors_fatal]
     assert book.plays[-2].rescue and book.plays[-1].always
     modules = [t.module for p in book.plays for t in p.tasks]
-    assert modules.index("engine_stop") < modules.index("release_units") \
+    assert modules.index("supervisor_hold") < modules.index("engine_stop") \
+        < modules.index("release_units") \
         < modules.index("engine_start") < modules.index("engine_ready") \
         < modules.index("engine_warmup") < modules.index("release_commit")

@@ -88,6 +88,7 @@ def invocations(s) -> dict[str, list[str]]:
         "rollback": ["rollback", "-i", inv],
         "history": ["history", "-i", inv],
         "status": ["status", "-i", inv],
+        "events": ["events", "-i", inv],
         "bench": ["bench", "-i", inv, "--input-len", "8", "--output-len", "8"],
         "doctor": ["doctor", "-i", inv, "--bundle", str(tmp / "doctor.tar.gz")],
         "lab down": ["lab", "down", "--name", lab],
@@ -142,7 +143,7 @@ def test_every_command_completes_or_fails_with_a_message(setup):
             problems.append(f"{name}: tried to ask a question: {output[-300:]}")
     assert problems == []
     # the commands that reach nodes say which node and that it is unreachable (exit 4)
-    for name in ("preflight", "facts", "history", "status", "bench", "doctor"):
+    for name in ("preflight", "facts", "history", "status", "events", "bench", "doctor"):
         assert results[name].returncode == 4, (name, results[name].stderr[-500:])
         assert "node0" in results[name].stdout + results[name].stderr
     for name in CONSENT:

@@ -72,7 +72,9 @@ def test_lab_mp_command_lines(tmp_path):
     assert (env0["VLLM_HOST_IP"], env1["VLLM_HOST_IP"]) == ("198.18.100.10", "198.18.100.11")
     assert (env0["VLLM_CPU_OMP_THREADS_BIND"], env1["VLLM_CPU_OMP_THREADS_BIND"]) == ("0", "1")
     assert env0["VLLM_CPU_KVCACHE_SPACE"] == "1"
-    assert not any(f.path == "secrets.env" for f in nodes["node0"])
+    # no API key: secrets.env holds only the gang supervisor's plan token
+    secrets = next(f for f in nodes["node0"] if f.path == "secrets.env")
+    assert b"VLLM_API_KEY" not in secrets.content and b"ASCENDCTL_HEALTH_TOKEN" in secrets.content
 
 
 def test_recipe_environment_and_overrides(tmp_path):

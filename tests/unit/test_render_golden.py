@@ -46,7 +46,8 @@ def test_every_renderer_matches_its_golden_file():
     kinds = {"hccl.json", "engine.json", "engine.env", "secrets.env", "watchdog.json",
              "ascendctl-engine.service", "ascendctl-exporter.service",
              "ascendctl-watchdog.service", "ascendctl.conf", "prometheus.yml",
-             "ascendctl-rules.yml"}
+             "ascendctl-rules.yml", "agent.json", "supervisor.json",
+             "ascendctl-supervisor.service"}
     assert kinds <= {Path(rel).name for rel in tree}
 
 

@@ -78,7 +78,7 @@ def test_verify_catches_a_broken_unit(tmp_path):
     # the check above is only worth something if verify rejects bad units here
     _, dirs = deployed_release(tmp_path)
     unit = dirs["node0"] / "units" / "ascendctl-engine.service"
-    unit.write_text(unit.read_text().replace("Restart=always", "Restart=sometimes"))
+    unit.write_text(unit.read_text().replace("Restart=no", "Restart=sometimes"))
     with pytest.raises(AssertionError):
         verify_units(unit.parent)
 
@@ -112,13 +112,16 @@ def test_alert_rules_and_scrape_config_pass_promtool(tmp_path):
     result = subprocess.run([tool("promtool"), "check", "rules", str(rules)],
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 8 rules found" in result.stdout
+    assert "SUCCESS: 14 rules found" in result.stdout
     result = subprocess.run([tool("promtool"), "check", "config",
                              str(cluster / "prometheus" / "prometheus.yml")],
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
     text = rules.read_text()
-    for needle in ("npu_chip_info_health_status", "npu_chip_info_hbm_used_memory",
+    for needle in ("ascendctl_serving_up", "ascendctl_node_problems",
+                   "ascendctl_engine_start_time_seconds", "ascendctl_group_gave_up",
+                   "ascendctl_npu_foreign_processes",
+                   "npu_chip_info_health_status", "npu_chip_info_hbm_used_memory",
                    "npu_chip_info_link_status", "vllm:kv_cache_usage_perc",
                    "vllm:num_requests_waiting", "vllm:time_to_first_token_seconds_bucket",
                    "> 0.8"):   # slo.max_p99_ttft_ms 800 -> 0.8 s

@@ -85,7 +85,9 @@ def wait_gone(pid: int, seconds: float = 10) -> bool:
 def test_sigterm_stops_engine_and_its_workers(tmp_path):
     proc, engine, worker, _ = start_launcher(tmp_path)
     proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=10) == 128 + signal.SIGTERM
+    # a stop that was asked for is a clean stop for systemd (Result=success): the gang
+    # supervisor must tell it from a crash
+    assert proc.wait(timeout=10) == 0
     assert wait_gone(engine) and wait_gone(worker)
     assert "stopping rank 1" in proc.stderr.read()
 
@@ -96,7 +98,7 @@ def test_stubborn_engine_is_killed_after_grace(tmp_path):
     proc.send_signal(signal.SIGTERM)
     code = proc.wait(timeout=10)
     waited = time.monotonic() - started
-    assert code == 128 + signal.SIGKILL
+    assert code == 0
     assert 0.9 <= waited < 5
     assert wait_gone(engine) and wait_gone(worker)
     assert "grace period over" in proc.stderr.read()
@@ -105,6 +107,20 @@ def test_stubborn_engine_is_killed_after_grace(tmp_path):
 def test_engine_exit_code_is_passed_on_and_workers_reaped(tmp_path):
     proc, engine, worker, _ = start_launcher(tmp_path, exit_code=3)
     assert proc.wait(timeout=10) == 3
+    assert wait_gone(worker)
+
+
+def test_engine_that_exits_on_its_own_with_status_0_is_a_failure(tmp_path):
+    proc, _, worker, _ = start_launcher(tmp_path, exit_code=0)
+    assert proc.wait(timeout=10) == 1
+    assert "exited on its own" in proc.stderr.read()
+    assert wait_gone(worker)
+
+
+def test_engine_killed_without_a_stop_request_reports_the_signal(tmp_path):
+    proc, engine, worker, _ = start_launcher(tmp_path)
+    os.kill(engine, signal.SIGKILL)
+    assert proc.wait(timeout=10) == 128 + signal.SIGKILL
     assert wait_gone(worker)
 
 

@@ -17,6 +17,7 @@ Each step is one module in one small file; they share the run's DeployRun
               node_services        exporter and watchdog
     commit    release_commit       `current` → the release, units enabled, history
               release_prune        old releases beyond deploy.keep_releases
+    health    supervisor_hold      hold the gang supervisor while engines switch; give it back
     restore   release_restore      (rescue) every touched node back on the previous release
 
 Every switch step acts on the hosts of its play (`ctx.play_hosts`), so the same steps can
@@ -24,5 +25,5 @@ run once per serving group.
 """
 
 from ascendctl.deploy.playbook_modules import (  # noqa: F401  (registers the modules)
-    commit, lock, restore, stage, switch,
+    commit, lock, restore, stage, supervisor, switch,
 )

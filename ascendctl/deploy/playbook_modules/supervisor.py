@@ -1,0 +1,84 @@
+"""supervisor_hold: keep the head's gang supervisor from "recovering" engines a deploy is
+switching (docs/health.md).
+
+While `<deploy.root>/supervisor.hold` is in force the supervisor only observes. The hold
+names its own expiry (twice the start-up budget and a margin), so a deploy that dies with
+the engines stopped does not leave the group unsupervised: once the hold expires, the
+supervisor brings the group back by itself.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from ascendctl.deploy.run import DeployRun
+from ascendctl.errors import AscendctlError
+from ascendctl.playbook.modules import (
+    Module, ModuleContext, ModuleError, ModuleResult, register_module,
+)
+from ascendctl.render.timeouts import RANK_START_WAIT_S
+
+HOLD_FILE = "supervisor.hold"        # runtime/ascendctl_runtime/healthstore.py reads it
+HOLD_MARGIN_S = 300.0
+
+
+@dataclass
+class SupervisorHold:
+    """Where this run holds the supervisor (the head of the held group), if it does."""
+
+    head: str | None = None
+
+
+def hold_seconds(startup_timeout: float, ranks: int) -> float:
+    return 2 * startup_timeout + ranks * RANK_START_WAIT_S + HOLD_MARGIN_S
+
+
+@register_module("supervisor_hold")
+class SupervisorHoldModule(Module):
+    """Hold the gang supervisor on the group's head before its engines stop (only when the
+    group restarts), or give the hold back (after the commit, and always at the end)."""
+
+    runs_on = "controller"
+
+    class Args(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        state: Literal["held", "released"] = "held"
+
+    def run(self, ctx: ModuleContext, args: Args) -> ModuleResult:
+        run = DeployRun.of(ctx)
+        hold = ctx.run_state.part(SupervisorHold, SupervisorHold)
+        path = f"{ctx.inventory.deploy.root}/{HOLD_FILE}"
+        if args.state == "released":
+            if hold.head is None:
+                return ModuleResult(msg="not held by this run")
+            if ctx.check:
+                return ModuleResult(msg=f"would remove {path} on {hold.head}")
+            result = ctx.connection_for(hold.head).run(["rm", "-f", "--", path], timeout=60)
+            if not result.ok:
+                raise ModuleError(f"cannot remove {path} on {hold.head}: "
+                                  f"{result.stderr.strip()[-200:]}")
+            head, hold.head = hold.head, None
+            return ModuleResult(changed=True, msg=f"supervisor on {head} acts again")
+        run.require_no_failure(ctx)
+        hosts = run.hosts(ctx.play_hosts)
+        if run.already_serving(hosts):
+            return ModuleResult(msg="nothing restarts: the supervisor keeps watching")
+        head = min(hosts, key=lambda h: h.rank)
+        seconds = hold_seconds(ctx.inventory.serving.startup_timeout, len(hosts))
+        if ctx.check:
+            return ModuleResult(changed=True, msg=f"would hold the supervisor on {head.name} "
+                                f"for up to {seconds:.0f} s")
+        body = json.dumps({"until": round(time.time() + seconds, 3), "by": run.by,
+                           "reason": "deploy switching the engines"}) + "\n"
+        try:
+            ctx.connection_for(head.name).write_file(path, body, mode=0o644)
+        except AscendctlError as err:
+            raise ModuleError(f"cannot hold the supervisor on {head.name}: {err}") from None
+        hold.head = head.name
+        return ModuleResult(changed=True, msg=f"held on {head.name} for up to {seconds:.0f} s "
+                            "(expires by itself)")

@@ -1,0 +1,161 @@
+"""The health machinery a release carries (docs/health.md): every node's agent config,
+the head's supervisor config and unit, the exporter's command line (the agent runs inside
+the exporter), the watchdog's request file, and the plan-signing token for secrets.env.
+
+Pure: the same inventory (and secrets) always gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from collections.abc import Mapping
+from typing import Any, Optional
+
+from ascendctl.inventory import Host, Inventory
+from ascendctl.render import timeouts
+from ascendctl.render.files import REDACTED, RenderedFile
+from ascendctl.render.jinja import render_template
+
+ENGINE_UNIT = "ascendctl-engine.service"
+RAY_UNIT = "ascendctl-ray.service"
+SUPERVISOR_UNIT = "ascendctl-supervisor.service"
+TOKEN_KEY = "ASCENDCTL_HEALTH_TOKEN"
+AGENT_INTERVAL_S = 2.0
+SUPERVISOR_TICK_S = 2.0
+PLAN_TTL_S = 30.0
+# The same settle time deploy's rank-ordered start waits (ascendctl/deploy/switch.py).
+RANK_SETTLE_S = 5.0
+STATE_TIMEOUT_S = 3.0
+# Without an API key or serving.health.token there is no secret to sign plans with.
+UNAUTHENTICATED_KEY = b"ascendctl-health-no-secret"
+
+
+def node_engine_units(inv: Inventory, host: Host) -> list[str]:
+    """The engine units of a node in start order (as ascendctl/render/engine.py decides
+    who runs what: Ray on every node in ray mode, the engine everywhere else and on the
+    ray head)."""
+    units = []
+    if inv.serving.mode == "ray":
+        units.append(RAY_UNIT)
+    if inv.serving.mode != "ray" or host.is_head:
+        units.append(ENGINE_UNIT)
+    return units
+
+
+def coordination_port(inv: Inventory) -> Optional[int]:
+    """The port the head listens on before its followers join (as deploy waits for it)."""
+    s = inv.serving
+    if s.mode == "ray":
+        return s.ray_port
+    if len(inv.hosts) < 2:
+        return None
+    return s.master_port if s.mode == "mp" else s.data_parallel_rpc_port
+
+
+def plan_token(inv: Inventory, secrets: Mapping[str, str] | None) -> Optional[str]:
+    """The token that signs the supervisor's plan (None when not supervising): the
+    inventory's serving.health.token, else derived from the API key, else (no secret at
+    all) derived from the cluster name — then plans are not really authenticated and
+    render_warnings says so. A placeholder when secrets were not resolved."""
+    if not inv.serving.health.supervise:
+        return None
+    if secrets is None:
+        return REDACTED
+    if secrets.get("health_token"):
+        return secrets["health_token"]
+    key = secrets["api_key"].encode() if secrets.get("api_key") else UNAUTHENTICATED_KEY
+    return hmac.new(key, f"ascendctl-health-plan/{inv.cluster.name}".encode(),
+                    hashlib.sha256).hexdigest()
+
+
+def warnings(inv: Inventory) -> list[str]:
+    h = inv.serving.health
+    found = []
+    if h.supervise and h.token is None and inv.serving.api_key is None:
+        found.append("neither serving.api_key nor serving.health.token is set: the gang "
+                     "supervisor's plans are signed with a key derived from the cluster "
+                     "name only (not authenticated)")
+    if not h.supervise:
+        found.append("serving.health.supervise is false: a rank that dies is not restarted "
+                     "(engine units never restart on their own)")
+    return found
+
+
+def _json(data: Any) -> bytes:
+    return (json.dumps(data, indent=2) + "\n").encode()
+
+
+def agent_url(inv: Inventory, host: Host, path: str) -> str:
+    return f"http://{host.address}:{inv.deploy.exporter_port}{path}"
+
+
+def exporter_argv(inv: Inventory, release: str, listen: str) -> list[str]:
+    return [inv.deploy.python, "-m", "ascendctl_runtime.exporter", "--listen", listen,
+            "--port", str(inv.deploy.exporter_port), "--agent", f"{release}/agent.json"]
+
+
+def agent_config(inv: Inventory, host: Host, release: str, release_id: str) -> dict[str, Any]:
+    """The keys ascendctl_runtime.agent.AgentConfig reads (it rejects unknown ones)."""
+    return {
+        "cluster": inv.cluster.name, "node": host.name, "rank": host.rank,
+        "release": release_id, "root": inv.deploy.root,
+        "units": node_engine_units(inv, host),
+        "plan_url": agent_url(inv, inv.head, "/health/plan"),
+        "secrets_file": f"{release}/secrets.env",
+        "coordination_port": coordination_port(inv) if host.is_head else None,
+        "is_head": host.is_head,
+        "interval_s": AGENT_INTERVAL_S,
+        "stop_grace_s": float(inv.serving.health.stop_grace_s),
+        "plan_ttl_s": PLAN_TTL_S,
+        "npu_cache_s": 3.0,
+    }
+
+
+def supervisor_config(inv: Inventory, release: str, release_id: str) -> dict[str, Any]:
+    """The keys ascendctl_runtime.supervisor.SupervisorConfig reads."""
+    s, h = inv.serving, inv.serving.health
+    return {
+        "cluster": inv.cluster.name, "release": release_id, "root": inv.deploy.root,
+        "ranks": [{"node": host.name, "rank": host.rank,
+                   "state_url": agent_url(inv, host, "/health/state"),
+                   "units": node_engine_units(inv, host)} for host in inv.hosts],
+        "steps": [[host.name, unit] for host in inv.hosts
+                  for unit in node_engine_units(inv, host)],
+        "probe_port": s.port,
+        "probe_model": inv.model.served_name or f"{release}/model",
+        "secrets_file": f"{release}/secrets.env",
+        "head_node": inv.head.name,
+        "probe_interval_s": float(h.probe_interval_s),
+        "probe_timeout_s": float(h.probe_timeout_s),
+        "probe_failure_s": float(h.probe_failure_s),
+        "startup_timeout_s": float(s.startup_timeout),
+        "rank_start_wait_s": float(timeouts.RANK_START_WAIT_S),
+        "settle_s": RANK_SETTLE_S,
+        "max_attempts": h.max_attempts,
+        "backoff_s": float(h.backoff_s),
+        "backoff_max_s": float(h.backoff_max_s),
+        # the agents' SIGTERM grace and SIGKILL grace, and a margin for slow systemctl
+        "stop_timeout_s": float(2 * h.stop_grace_s + 30),
+        "npu_free_timeout_s": float(h.npu_free_timeout_s),
+        "stable_s": float(h.stable_s),
+        "tick_s": SUPERVISOR_TICK_S,
+        "state_timeout_s": STATE_TIMEOUT_S,
+    }
+
+
+def health_files(inv: Inventory, host: Host, *, release: str, release_id: str,
+                 unit_context: Mapping[str, Any]) -> list[RenderedFile]:
+    files = [RenderedFile("agent.json", _json(agent_config(inv, host, release, release_id)))]
+    if host.is_head and inv.serving.health.supervise:
+        files.append(RenderedFile("supervisor.json",
+                                  _json(supervisor_config(inv, release, release_id))))
+        files.append(RenderedFile(f"units/{SUPERVISOR_UNIT}", render_template(
+            "systemd/ascendctl-supervisor.service.j2", nodes=len(inv.hosts),
+            **unit_context).encode()))
+    return files
+
+
+def watchdog_request_file(inv: Inventory) -> str:
+    return f"{inv.deploy.root}/health/restart-request.json"

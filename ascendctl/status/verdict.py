@@ -1,0 +1,110 @@
+"""The cluster verdict from every node's status and the supervisor's. Pure.
+
+`down` whenever serving is not proven: the deep probe (a real 1-token completion through
+the API key on the head) fails, a rank's engine is not running, a node is unreachable, or
+the group is being restarted; each reason names the node and rank. `degraded` when it
+serves but something needs attention (NPU health, RoCE links, HBM held by a foreign
+process, no automatic recovery, nodes on different releases). Otherwise `healthy`.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from ascendctl.inventory import Inventory
+from ascendctl.status.model import EngineUnit, NodeStatus, SupervisorStatus, Verdict
+
+RUNNING = "running"
+
+
+def ago(seconds: Optional[float]) -> str:
+    if seconds is None:
+        return ""
+    if seconds < 120:
+        return f" {seconds:.0f} s ago"
+    if seconds < 7200:
+        return f" {seconds / 60:.0f} min ago"
+    return f" {seconds / 3600:.1f} h ago"
+
+
+def short(unit: str) -> str:
+    return unit.removeprefix("ascendctl-").removesuffix(".service")
+
+
+def describe_unit(node: NodeStatus, unit: EngineUnit) -> str:
+    words = {"crashed": "crashed", "stopped": "stopped (systemctl stop, not a crash)",
+             "not-started": "not started since the node booted", "starting": "starting",
+             "stopping": "stopping", "missing": "not installed"}.get(unit.state, unit.state)
+    if unit.state == "stopped" and unit.stopped_by_recovery is not None:
+        words = f"stopped by recovery (generation {unit.stopped_by_recovery})"
+    text = f"{node.where}: {short(unit.unit)} {words}{ago(unit.ago_s)}"
+    if unit.exit:
+        text += f" ({unit.exit})"
+    if unit.journal and unit.state == "crashed":
+        text += f": {unit.journal[:160]}"
+    if unit.restarts:
+        text += f"; restarted {unit.restarts} time(s) by recovery"
+    return text
+
+
+def describe_recovery(sup: SupervisorStatus) -> str:
+    attempt = f"attempt {sup.attempt}" + (f"/{sup.max_attempts}" if sup.max_attempts else "")
+    text = f"recovering ({sup.phase}, {attempt}) since{ago(sup.detected_ago_s)}: {sup.cause}"
+    if sup.waiting_for:
+        text += f"; waiting for {', '.join(sup.waiting_for[:3])}"
+    return text
+
+
+def verdict(inv: Inventory, nodes: list[NodeStatus], sup: Optional[SupervisorStatus]
+            ) -> tuple[Verdict, list[str]]:
+    down: list[str] = []
+    attention: list[str] = []
+    head = next((n for n in nodes if n.rank == 0), None)
+    serves = head is not None and head.reachable and bool((head.probe or {}).get("ok"))
+    for node in nodes:
+        if not node.reachable:
+            # the probe is the truth: a rank we cannot reach may still serve
+            (attention if serves else down).append(
+                f"{node.where} unreachable: {node.error}"
+                + (" (the group still answers the probe)" if serves else ""))
+    reachable = [n for n in nodes if n.reachable]
+    undeployed = [n.name for n in reachable if not n.engine or n.release is None]
+    if undeployed:
+        down.append(f"not deployed on {', '.join(undeployed)} (`ascendctl deploy`)")
+    releases = {n.release for n in reachable if n.release}
+    if len(releases) > 1:
+        attention.append("nodes disagree on the release: " + ", ".join(
+            f"{n.name}={n.release}" for n in reachable))
+    for node in reachable:
+        for unit in node.engine:
+            if unit.state != RUNNING:
+                down.append(describe_unit(node, unit))
+    if head is not None and head.reachable and head.engine:
+        probe = head.probe or {}
+        if not probe.get("ok"):
+            down.append(f"no completion from {head.name}:{inv.serving.port} (deep probe "
+                        f"through the API key): {probe.get('error') or 'no answer'}")
+    if sup is not None:
+        if sup.phase == "gave-up" and sup.running:
+            down.insert(0, f"recovery gave up: {sup.gave_up_reason}; fix the cause, then "
+                        "`ascendctl deploy` (or `rollback --to` the current release)")
+        elif sup.recovering:
+            down.insert(0, describe_recovery(sup))
+        if sup.held:
+            attention.append(f"recovery held by {sup.held.get('by')} "
+                             f"({sup.held.get('reason') or 'no reason given'})")
+        elif sup.paused and sup.phase != "gave-up":
+            attention.append(f"recovery paused: {sup.paused}")
+        if not sup.running and any(n.engine for n in reachable):
+            attention.append(f"the gang supervisor on {head.name if head else 'the head'} is "
+                             f"not running ({sup.unit_state}): no automatic recovery")
+        if sup.error:
+            attention.append(f"supervisor: {sup.error}")
+    elif inv.serving.health.supervise and head is not None and head.reachable and head.engine:
+        attention.append(f"no gang supervisor on {head.name}: no automatic recovery "
+                         "(deployed by an older ascendctl?)")
+    for node in reachable:
+        attention += [f"{node.where}: {p}" for p in node.problems]
+    if down:
+        return Verdict.DOWN, down + attention
+    return (Verdict.DEGRADED if attention else Verdict.HEALTHY), attention

@@ -1,0 +1,133 @@
+"""Where the node-side health machinery keeps its state under the deploy root, and the
+small files other parties write: the hold file, the watchdog's restart request and the
+event log (standard library only).
+
+    <root>/supervisor.hold            a deploy (or an operator) holds recovery until a time
+    <root>/history.jsonl              deploy's events (deploys, rollbacks, failed releases)
+    <root>/health/events.jsonl        the supervisor's events (every recovery, its cause)
+    <root>/health/plan.json           the supervisor's signed plan (head only)
+    <root>/health/supervisor.json     the supervisor's state (head only)
+    <root>/health/agent.json          what this node's agent did and saw (every node)
+    <root>/health/restart-request.json  the HBM watchdog asks for a gang restart
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from ascendctl_runtime.nodeutil import write_atomic
+
+HOLD_FILE = "supervisor.hold"
+HISTORY_FILE = "history.jsonl"
+EVENTS_FILE = "events.jsonl"
+HEALTH_DIR = "health"
+PLAN_FILE = "plan.json"
+SUPERVISOR_STATE = "supervisor.json"
+AGENT_STATE = "agent.json"
+RESTART_REQUEST = "restart-request.json"
+HOLD_WITHOUT_EXPIRY_S = 3600.0   # a hold file that names no expiry counts from its mtime
+
+
+def health_path(root: str, name: str) -> str:
+    return os.path.join(root, HEALTH_DIR, name)
+
+
+def hold_path(root: str) -> str:
+    return os.path.join(root, HOLD_FILE)
+
+
+def read_json(path: str) -> Optional[dict[str, Any]]:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def write_json(path: str, data: dict[str, Any], mode: int = 0o644) -> None:
+    write_atomic(path, (json.dumps(data, sort_keys=True) + "\n").encode(), mode)
+
+
+def file_age_s(path: str, now: Optional[float] = None) -> Optional[float]:
+    try:
+        mtime = os.stat(path).st_mtime
+    except OSError:
+        return None
+    return (time.time() if now is None else now) - mtime
+
+
+@dataclass(frozen=True)
+class Hold:
+    until: float
+    by: str
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"until": self.until, "by": self.by, "reason": self.reason}
+
+
+def read_hold(root: str, now: Optional[float] = None) -> Optional[Hold]:
+    """The hold in force now, if any. Format: {"until": EPOCH_SECONDS, "by": "...",
+    "reason": "..."}; a file that is not such JSON holds for an hour from its mtime."""
+    path = hold_path(root)
+    now = time.time() if now is None else now
+    try:
+        mtime = os.stat(path).st_mtime
+    except OSError:
+        return None
+    data = read_json(path) or {}
+    try:
+        until = float(data["until"])
+    except (KeyError, TypeError, ValueError):
+        until = mtime + HOLD_WITHOUT_EXPIRY_S
+    if until <= now:
+        return None
+    return Hold(until=until, by=str(data.get("by") or "?"), reason=str(data.get("reason") or ""))
+
+
+def write_hold(root: str, seconds: float, by: str, reason: str) -> Hold:
+    hold = Hold(until=time.time() + seconds, by=by, reason=reason)
+    write_json(hold_path(root), hold.to_dict())
+    return hold
+
+
+def append_event(root: str, event: dict[str, Any]) -> None:
+    """One line in <root>/health/events.jsonl. Not in deploy's history.jsonl: a restart
+    loop must never push the deploys out of the tail rollback reads."""
+    path = health_path(root, EVENTS_FILE)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    line = json.dumps(event, sort_keys=True) + "\n"
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(line)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def _tail_json_lines(path: str, tail: int) -> list[dict[str, Any]]:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            lines = handle.read().splitlines()[-tail:]
+    except OSError:
+        return []
+    events = []
+    for line in lines:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict):
+            events.append(event)
+    return events
+
+
+def read_events(root: str, tail: int) -> list[dict[str, Any]]:
+    """The last TAIL events of both logs, oldest first (ISO times sort as text)."""
+    events = _tail_json_lines(os.path.join(root, HISTORY_FILE), tail) + \
+        _tail_json_lines(health_path(root, EVENTS_FILE), tail)
+    events.sort(key=lambda e: (str(e.get("time") or ""), float(e.get("t") or 0)))
+    return events[-tail:]
