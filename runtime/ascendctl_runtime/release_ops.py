@@ -481,66 +481,11 @@ def op_lock(root: str, action: str, holder: dict[str, Any], stale_after: float,
     raise ValueError(f"bad lock action {action!r}")
 
 
-NPU_SMI = "npu-smi"
-HCCN_TOOL = "/usr/local/Ascend/driver/tools/hccn_tool"
-
-
-def _tool(argv: list[str], timeout: float = 15.0) -> dict[str, Any]:
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
-    except FileNotFoundError:
-        return {"rc": 127, "out": f"{argv[0]}: not found"}
-    except subprocess.TimeoutExpired:
-        return {"rc": 124, "out": f"{argv[0]}: timed out after {timeout:.0f}s"}
-    return {"rc": done.returncode, "out": done.stdout + done.stderr}
-
-
-def _http(port: int, path: str) -> dict[str, Any]:
-    """GET an unauthenticated engine endpoint (/health, /metrics) on this node."""
-    import urllib.error
-    import urllib.request
-
-    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}")
-    try:
-        with urllib.request.urlopen(request, timeout=5) as response:
-            return {"status": response.status, "body": response.read(2_000_000).decode(
-                "utf-8", "replace")}
-    except urllib.error.HTTPError as err:
-        return {"status": err.code, "body": ""}
-    except (OSError, urllib.error.URLError) as err:
-        return {"status": 0, "body": "", "error": str(getattr(err, "reason", err))}
-
-
-def op_status(root: str, units: list[str], ports: int, engine_port: Optional[int] = None
-              ) -> dict[str, Any]:
-    """Everything `ascendctl status` shows for this node, raw (the controller parses)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        npu = pool.submit(_tool, [NPU_SMI, "info"])
-        links = [pool.submit(_tool, [HCCN_TOOL, "-i", str(i), "-link", "-g"])
-                 for i in range(ports)]
-        unit_states = {unit: pool.submit(unit_state, unit) for unit in units}
-        engine = None
-        if engine_port:
-            engine = {"health": pool.submit(_http, engine_port, "/health"),
-                      "metrics": pool.submit(_http, engine_port, "/metrics")}
-        result = {
-            "hostname": os.uname().nodename,
-            "current": current_release(root),
-            "units": {unit: future.result() for unit, future in unit_states.items()},
-            "npu_smi": npu.result(),
-            "links": [future.result() for future in links],
-        }
-        if engine is not None:
-            result["engine"] = {name: future.result() for name, future in engine.items()}
-    return result
-
 
 OPERATIONS = {
     "state": op_state, "stage": op_stage, "install_units": op_install_units,
     "switch": op_switch, "unset_current": op_unset_current, "mark": op_mark,
-    "history": op_history, "prune": op_prune, "lock": op_lock, "status": op_status,
+    "history": op_history, "prune": op_prune, "lock": op_lock,
 }
 
 
