@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -29,9 +29,9 @@ HOLD_MARGIN_S = 300.0
 
 @dataclass
 class SupervisorHold:
-    """Where this run holds the supervisor (the head of the held group), if it does."""
+    """The heads this run holds the supervisor on (one per switching serving group)."""
 
-    head: str | None = None
+    heads: list[str] = field(default_factory=list)
 
 
 def hold_seconds(startup_timeout: float, ranks: int) -> float:
@@ -40,8 +40,9 @@ def hold_seconds(startup_timeout: float, ranks: int) -> float:
 
 @register_module("supervisor_hold")
 class SupervisorHoldModule(Module):
-    """Hold the gang supervisor on the group's head before its engines stop (only when the
-    group restarts), or give the hold back (after the commit, and always at the end)."""
+    """Hold the gang supervisor on the head of each of the play's serving groups before
+    its engines stop (only when the group restarts), or give the holds back (after the
+    group is back in service, and always at the end)."""
 
     runs_on = "controller"
 
@@ -54,31 +55,43 @@ class SupervisorHoldModule(Module):
         hold = ctx.run_state.part(SupervisorHold, SupervisorHold)
         path = f"{ctx.inventory.deploy.root}/{HOLD_FILE}"
         if args.state == "released":
-            if hold.head is None:
-                return ModuleResult(msg="not held by this run")
-            if ctx.check:
-                return ModuleResult(msg=f"would remove {path} on {hold.head}")
-            result = ctx.connection_for(hold.head).run(["rm", "-f", "--", path], timeout=60)
-            if not result.ok:
-                raise ModuleError(f"cannot remove {path} on {hold.head}: "
-                                  f"{result.stderr.strip()[-200:]}")
-            head, hold.head = hold.head, None
-            return ModuleResult(changed=True, msg=f"supervisor on {head} acts again")
+            return self._release(ctx, hold, path)
         run.require_no_failure(ctx)
-        hosts = run.hosts(ctx.play_hosts)
-        if run.already_serving(hosts):
+        held = []
+        for group, hosts in run.groups_of(run.hosts(ctx.play_hosts)).items():
+            if run.already_serving(hosts):
+                continue
+            head = hosts[0]
+            seconds = hold_seconds(ctx.inventory.serving.startup_timeout, len(hosts))
+            if ctx.check:
+                held.append(f"would hold the supervisor on {head.name} for up to "
+                            f"{seconds:.0f} s")
+                continue
+            body = json.dumps({"until": round(time.time() + seconds, 3), "by": run.by,
+                               "reason": "deploy switching the engines"}) + "\n"
+            try:
+                ctx.connection_for(head.name).write_file(path, body, mode=0o644)
+            except AscendctlError as err:
+                raise ModuleError(f"cannot hold the supervisor on {head.name}: {err}") from None
+            if head.name not in hold.heads:
+                hold.heads.append(head.name)
+            held.append(f"held on {head.name} for up to {seconds:.0f} s")
+        if not held:
             return ModuleResult(msg="nothing restarts: the supervisor keeps watching")
-        head = min(hosts, key=lambda h: h.rank)
-        seconds = hold_seconds(ctx.inventory.serving.startup_timeout, len(hosts))
+        suffix = "" if ctx.check else " (expires by itself)"
+        return ModuleResult(changed=True, msg="; ".join(held) + suffix)
+
+    def _release(self, ctx: ModuleContext, hold: SupervisorHold, path: str) -> ModuleResult:
+        if not hold.heads:
+            return ModuleResult(msg="not held by this run")
         if ctx.check:
-            return ModuleResult(changed=True, msg=f"would hold the supervisor on {head.name} "
-                                f"for up to {seconds:.0f} s")
-        body = json.dumps({"until": round(time.time() + seconds, 3), "by": run.by,
-                           "reason": "deploy switching the engines"}) + "\n"
-        try:
-            ctx.connection_for(head.name).write_file(path, body, mode=0o644)
-        except AscendctlError as err:
-            raise ModuleError(f"cannot hold the supervisor on {head.name}: {err}") from None
-        hold.head = head.name
-        return ModuleResult(changed=True, msg=f"held on {head.name} for up to {seconds:.0f} s "
-                            "(expires by itself)")
+            return ModuleResult(msg=f"would remove {path} on {', '.join(hold.heads)}")
+        released = []
+        for head in list(hold.heads):
+            result = ctx.connection_for(head).run(["rm", "-f", "--", path], timeout=60)
+            if not result.ok:
+                raise ModuleError(f"cannot remove {path} on {head}: "
+                                  f"{result.stderr.strip()[-200:]}")
+            hold.heads.remove(head)
+            released.append(head)
+        return ModuleResult(changed=True, msg=f"supervisor on {', '.join(released)} acts again")
