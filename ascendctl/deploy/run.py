@@ -152,6 +152,15 @@ class DeployRun:
     def group_head(self, group: str) -> "Host":
         return self.inv.host(self.inv.group(group).head)
 
+    def serving_release(self, group: str) -> Optional[str]:
+        """What GROUP's head serves now, as far as this run knows (it may have switched
+        or restored the group since the nodes were read)."""
+        if group in self.outcome.switched_groups:
+            return self.target().release_id
+        if group in self.outcome.restored_groups:
+            return self.previous_of(group)
+        return self.state(self.group_head(group)).current
+
     def previous_of(self, group: str) -> Optional[str]:
         """The release GROUP served before this run (its head's `current`)."""
         return self.group_previous.get(group, self.outcome.previous)

@@ -310,17 +310,22 @@ class PlaybookRunner:
         """One batch of a rolling block; False when it failed (the rollout ends)."""
         batch = items[0].batch
         assert batch is not None
-        self.run_state.rolling = batch
         self.reporter.note(f"ROLLING [{batch.block}] batch {batch.index}/{batch.count}: "
                            f"{', '.join(batch.groups)}"
                            + (f" (then {', '.join(batch.waiting)})" if batch.waiting else ""))
         failure_before = self.run_state.failure
+        gone = {h for h in batch.hosts if h in self.states and not self.states[h].active}
+        if len(gone) == len(batch.hosts):
+            self.reporter.note("no hosts left in this batch")
+            return True
 
         def went_wrong() -> bool:
             return self.run_state.failure is not failure_before or any(
-                not self.states[h].active for h in batch.hosts if h in self.states)
+                not self.states[h].active for h in batch.hosts
+                if h in self.states and h not in gone)
 
         failed = False
+        self.run_state.rolling = batch
         try:
             for item in items:
                 play = item.play

@@ -174,7 +174,7 @@ class Balancer(Module):
         serving, why_not = [], []
         for group in others:
             head = run.group_head(group)
-            current = run.state(head).current
+            current = run.serving_release(group)
             if current is None:
                 why_not.append(f"{group}: nothing deployed")
                 continue
