@@ -30,9 +30,13 @@ class StreamResult:
 
 class RequestStream:
     def __init__(self, host: str, port: int, api_key: str, *, model: str = "tiny",
-                 workers: int = 2, timeout: float = 120.0, max_tokens: int = 8):
+                 workers: int = 2, timeout: float = 120.0, max_tokens: int = 8,
+                 pause_s: float = 0.0):
+        # PAUSE_S between a worker's requests leaves the machine's cores to the engines
+        # being switched
         self.host, self.port, self.api_key, self.model = host, port, api_key, model
         self.workers, self.timeout, self.max_tokens = workers, timeout, max_tokens
+        self.pause_s = pause_s
         self.result = StreamResult()
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -82,6 +86,7 @@ class RequestStream:
                     self.result.failures.append(f"{'stream' if stream else 'plain'} #{number}"
                                                 f" at {time.monotonic() - self._started:.1f}s: "
                                                 f"{error}")
+            self._stop.wait(self.pause_s)
 
     def _one(self, stream: bool, number: int) -> str | None:
         body = json.dumps({"model": self.model, "prompt": f"Request {number}: hello",
