@@ -28,7 +28,7 @@ PER_GROUP = [
     ("readiness gate", ["engine_ready"]),
     ("warm-up", ["engine_warmup", "node_services"]),
     ("commit", ["release_commit"]),
-    ("quality gate", ["quality_gate"]),
+    ("quality gate", ["quality_gate", "bench_gate"]),
     ("back into service", ["balancer", "supervisor_hold", "release_prune"]),
     ("restore the group's previous release", ["release_restore"]),
     ("the group back in service", ["balancer", "supervisor_hold"]),

@@ -207,3 +207,21 @@ def test_no_group_serving_or_the_proxy_down_is_down(two_groups):
     status = judge(two_groups, statuses(two_groups, answers), answers)
     assert status.verdict == Verdict.DOWN
     assert status.reasons[0].startswith("the proxy on n0 (nginx, port 8080) is failed")
+
+
+def test_the_bench_gate_is_one_round_that_fits_the_deployment(tmp_path):
+    from ascendctl.benchmark.settings import validate
+    from ascendctl.deploy.playbook_modules.bench_gate import gate_settings
+
+    inv = group_inventory(tmp_path, groups=2, per_group=1, extra_vars=(
+        "deploy: {rolling: {bench: true}}"))
+    assert inv.deploy.rolling.bench
+    settings = gate_settings(inv)
+    assert (settings.concurrency, settings.prompts) == (8, 8)
+    assert settings.input_len + settings.output_len <= inv.serving.max_model_len
+    small = group_inventory(tmp_path, groups=2, per_group=1).serving.model_copy(
+        update={"max_model_len": 256, "max_num_seqs": 4})
+    tight = gate_settings(type("V", (), {"serving": small})())
+    assert (tight.input_len, tight.output_len, tight.concurrency, tight.prompts) == \
+        (128, 64, 4, 4)
+    validate(settings, inv)     # refused settings would be exit 2 before anything ran

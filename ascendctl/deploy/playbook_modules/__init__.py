@@ -23,11 +23,12 @@ Each step is one module in one small file; they share the run's DeployRun
               balancer             a group out of the balancer (drained) / back in
     quality   quality_baseline     the serving release's answers recorded where missing
               quality_gate         the quality gate on each restarted group's head
+              bench_gate           a short bench against the SLOs (deploy.rolling.bench)
 
 Every switch step acts on the hosts of its play (`ctx.play_hosts`), per serving group, so
 the same steps run once per batch of groups inside the deploy's `rolling:` block.
 """
 
 from ascendctl.deploy.playbook_modules import (  # noqa: F401  (registers the modules)
-    balancer, commit, lock, quality, restore, stage, supervisor, switch,
+    balancer, bench_gate, commit, lock, quality, restore, stage, supervisor, switch,
 )
