@@ -16,6 +16,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from ascendctl.deploy.lock import LockLost
 from ascendctl.deploy.run import DeployRun
 from ascendctl.errors import AscendctlError
 from ascendctl.playbook.modules import (
@@ -73,6 +74,10 @@ class SupervisorHoldModule(Module):
         if ctx.check:
             return ModuleResult(changed=True, msg=f"would hold the supervisor on {head.name} "
                                 f"for up to {seconds:.0f} s")
+        try:
+            run.lock.verify()
+        except LockLost as err:
+            raise ModuleError(f"{err}: stopping before touching the supervisor") from None
         body = json.dumps({"until": round(time.time() + seconds, 3), "by": run.by,
                            "reason": "deploy switching the engines"}) + "\n"
         try:
