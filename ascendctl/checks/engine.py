@@ -68,8 +68,7 @@ def image(facts: Mapping[str, NodeFacts], exp: Expectations) -> dict[str, Outcom
         return {n: Outcome.skip(f"engine.kind {engine.kind}: no image") for n in facts}
     if engine.archive:
         if engine.archive_error:
-            return {n: Outcome(Status.FAIL, f"engine.archive {engine.archive}: "
-                               f"{engine.archive_error}",
+            return {n: Outcome(Status.FAIL, f"engine.archive unreadable: {engine.archive_error}",
                                f"write the archive again: <runtime> save -o {engine.archive} "
                                f"{engine.image}") for n in facts}
         wanted = engine.archive_image_id or ""

@@ -189,7 +189,7 @@ def test_b_a_bad_engine_is_refused_before_any_engine_stops(clab, tmp_path):
     truncated.write_bytes(data[:len(data) // 2])      # the tar pads its end with zeros
     _refused(clab, write_inventory(clab, "truncated", archive=str(truncated),
                                    image="localhost/h7/tiny:bad"),
-             step="every check passes", names="truncated")
+             step="every check passes", names="engine.image: engine.archive unreadable")
     corrupt = tmp_path / "corrupt.tar"
     corrupt.write_bytes(data.replace(b"hello\n", b"HELLO\n", 1))
     _refused(clab, write_inventory(clab, "corrupt", archive=str(corrupt),
@@ -199,12 +199,14 @@ def test_b_a_bad_engine_is_refused_before_any_engine_stops(clab, tmp_path):
     ssh(lab, "node0", f"podman tag {clab['image_v1'][7:]} localhost/h7/only-node0:x")
     _refused(clab, write_inventory(clab, "missing", archive=None,
                                    image="localhost/h7/only-node0:x"),
-             step="every check passes", names="is not on this node", host="node1")
+             step="every check passes",
+             names="node1 engine.image: localhost/h7/only-node0:x is not on this node")
     # another container given the NPUs: the preflight gate refuses, naming it
     ssh(lab, "node1", "podman run -d --rm --log-driver=none --name squatter --device "
                       "/dev/davinci3 --entrypoint /bin/sleep localhost/ascendctl-lab/vllm-cpu:v1 600")
     try:
-        _refused(clab, clab["v1"], step="every check passes", names="squatter", host="node1")
+        _refused(clab, clab["v1"], step="every check passes",
+                 names="node1 engine.npu_holders: container squatter")
         pre = ascendctl("preflight", "-i", str(clab["v1"]), "--only", "engine.npu_holders")
         assert pre.returncode == 1
         assert "container squatter (localhost/ascendctl-lab/vllm-cpu:v1) is given davinci3" \
