@@ -13,6 +13,7 @@ DEPLOY_STEPS = [
     ("preflight gate", ["preflight_gather", "preflight_pings", "preflight_checks"]),
     ("stage the release on every node", ["release_facts", "release_stage"]),
     ("weights", ["weights_push", "release_model"]),
+    ("make the engine present on every node", ["engine_present"]),
     ("hold the gang supervisor", ["supervisor_hold"]),
     ("stop the old engines", ["engine_stop"]),
     ("install the release's units", ["release_units"]),
@@ -45,7 +46,7 @@ def test_every_step_play_stops_the_whole_switch_on_a_failure(name):
                                                     if not p.any_errors_fatal]
     assert book.plays[-2].rescue and book.plays[-1].always
     modules = [t.module for p in book.plays for t in p.tasks]
-    assert modules.index("supervisor_hold") < modules.index("engine_stop") \
-        < modules.index("release_units") \
+    assert modules.index("engine_present") < modules.index("supervisor_hold") \
+        < modules.index("engine_stop") < modules.index("release_units") \
         < modules.index("engine_start") < modules.index("engine_ready") \
         < modules.index("engine_warmup") < modules.index("release_commit")

@@ -47,6 +47,10 @@ class ReleaseFacts(Module):
         run.states.update(states)
         run.outcome.previous = run.current_release()
         run.wanted = resolve_release(run, args.release)
+        if run.wanted is None:
+            # the engine's identity is part of the release id; a container engine without
+            # an archive is identified by the nodes (every node must hold the same image)
+            run.engine_plan(ctx.pool)
         currents = {name: state.current for name, state in states.items()}
         distinct = set(currents.values())
         if len(distinct) > 1:
