@@ -1,18 +1,13 @@
-"""The versioned compatibility matrix (vllm-ascend <-> vLLM <-> CANN <-> torch/torch_npu
-<-> Python), shipped as data in `data/compat.json`."""
+"""The compatibility matrix the version checks read (vllm-ascend <-> vLLM <-> CANN <->
+torch/torch_npu <-> Python): a view over the release sets the engine ships
+(ascendctl/engine/data/release_sets.yaml, docs/engine.md), so there is one matrix."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 
 from ascendctl.facts.versions import Version, parse_version
-from ascendctl.paths import package_data
-
-MATRIX_PATH = package_data("ascendctl.checks") / "data" / "compat.json"
-SCHEMA_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -24,6 +19,7 @@ class Release:
     torch_npu: Version
     python_min: tuple[int, int]
     python_max: tuple[int, int]
+    hdk: Version | None = None           # the validated HDK (driver), when a source states it
 
     def python_ok(self, version: Version) -> bool:
         return self.python_min <= version.release[:2] <= self.python_max
@@ -36,7 +32,6 @@ class Release:
 @dataclass(frozen=True)
 class CompatMatrix:
     matrix_version: str
-    supported_chips: tuple[str, ...]
     releases: tuple[Release, ...]
 
     def release_for(self, vllm_ascend: Version) -> Release | None:
@@ -44,6 +39,11 @@ class CompatMatrix:
             if r.vllm_ascend == vllm_ascend:
                 return r
         return None
+
+    def releases_with_cann(self, cann: Version) -> tuple[Release, ...]:
+        """The sets built on this CANN (a plain `8.5` matches 8.5.x)."""
+        return tuple(r for r in self.releases if r.cann == cann or r.cann.startswith(cann)
+                     or cann.startswith(r.cann))
 
     def python_range(self) -> tuple[tuple[int, int], tuple[int, int]]:
         return (min(r.python_min for r in self.releases), max(r.python_max for r in self.releases))
@@ -54,23 +54,22 @@ def _minor(text: str) -> tuple[int, int]:
     return int(major), int(minor)
 
 
-def parse_matrix(data: dict) -> CompatMatrix:
-    if data.get("schema_version") != SCHEMA_VERSION:
-        raise ValueError(f"compat matrix schema_version {data.get('schema_version')!r}, "
-                         f"expected {SCHEMA_VERSION}")
-    releases = []
-    for row in data["releases"]:
-        releases.append(Release(
-            vllm_ascend=parse_version(row["vllm_ascend"]), vllm=parse_version(row["vllm"]),
-            cann=parse_version(row["cann"]), torch=parse_version(row["torch"]),
-            torch_npu=parse_version(row["torch_npu"]),
-            python_min=_minor(row["python"][0]), python_max=_minor(row["python"][1]),
-        ))
-    return CompatMatrix(str(data["matrix_version"]), tuple(data.get("supported_chips", ())),
-                        tuple(releases))
+def _public(text: str) -> Version:
+    """The version without a local label (`2.9.0.post1+git4c901a4` -> 2.9.0.post1)."""
+    return parse_version(text.split("+", 1)[0])
 
 
 @lru_cache(maxsize=1)
-def load_matrix(path: str | None = None) -> CompatMatrix:
-    with open(path or MATRIX_PATH, encoding="utf-8") as fh:
-        return parse_matrix(json.load(fh))
+def load_matrix() -> CompatMatrix:
+    from ascendctl.engine.releases import SCHEMA, load_matrix as release_sets
+
+    sets = release_sets()
+    return CompatMatrix(
+        f"release-sets-{SCHEMA} ({len(sets.releases)} sets, newest {sets.newest.tag})",
+        tuple(Release(vllm_ascend=parse_version(r.vllm_ascend), vllm=_public(r.vllm),
+                      cann=parse_version(r.cann), torch=_public(r.torch),
+                      torch_npu=_public(r.torch_npu), python_min=_minor(r.python[0]),
+                      python_max=_minor(r.python[1]),
+                      hdk=parse_version(r.hdk.version) if r.hdk.version and not r.hdk.unverified
+                      else None)
+              for r in sets.releases))

@@ -8,7 +8,7 @@ comparing the nodes with each other (documented per check in docs/checks.md).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Any, Mapping
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,24 @@ class NodeExpectation:
 
 
 @dataclass(frozen=True)
+class EngineExpectation:
+    """The inventory's serving engine (docs/engine.md): what the engine checks compare."""
+
+    kind: str = "host"                   # host | container | venv
+    runtime: str | None = None           # podman | docker (container)
+    image: str | None = None             # engine.image (container)
+    archive: str | None = None           # engine.archive on the jump host (container)
+    archive_image_id: str | None = None  # the image the archive holds
+    archive_cann: Any = None             # facts.engine.ImageCann read from the archive
+    archive_error: str | None = None     # the archive cannot be read
+    packages: Mapping[str, str] = field(default_factory=dict)   # venv: wheelhouse name -> version
+    wheelhouse_error: str | None = None
+    own_unit: str = "ascendctl-engine.service"
+    own_container: str = "ascendctl-engine"
+    allow_own: bool = True               # our own engine may hold the NPUs (re-deploy)
+
+
+@dataclass(frozen=True)
 class Expectations:
     nodes: Mapping[str, NodeExpectation] = field(default_factory=dict)
     head: str | None = None              # node name of rank 0 / the API server
@@ -67,6 +85,7 @@ class Expectations:
     dp_size: int | None = None           # --data-parallel-size
     hccl_connect_timeout_s: int | None = None
     rank_start_budget_s: int | None = None  # worst-case gap between the first and last rank start
+    engine: EngineExpectation = field(default_factory=EngineExpectation)
 
     def node(self, name: str) -> NodeExpectation:
         return self.nodes.get(name) or NodeExpectation(name=name)

@@ -33,6 +33,25 @@ def component_versions(facts: NodeFacts) -> dict[str, str | None]:
     return out
 
 
+IN_IMAGE = ("cann", "torch", "torch_npu", "vllm", "vllm_ascend", "python")
+
+
+def engine_packages(facts: NodeFacts, exp: Expectations) -> dict[str, str | None]:
+    """The engine's Python packages: the node's Python (engine.kind host), the
+    wheelhouse the venv is built from (venv)."""
+    if exp.engine.kind == "venv":
+        return {name: exp.engine.packages.get(name) for name in _PIP_NAMES}
+    return {name: facts.python.version_of(name) if facts.python else None for name in _PIP_NAMES}
+
+
+def _in_image(exp: Expectations, what: str) -> Outcome | None:
+    """Skip for a container engine: the image carries the CANN toolkit and the Python stack."""
+    if exp.engine.kind == "container":
+        return Outcome.skip(f"engine.kind container: the {what} is the image's "
+                            "(see engine.image_cann)")
+    return None
+
+
 def cann_version(facts: NodeFacts) -> str | None:
     if facts.toolkit and facts.toolkit.version:
         return facts.toolkit.version
@@ -92,6 +111,8 @@ def driver_firmware(node: str, facts: NodeFacts, exp: Expectations) -> Outcome:
                 "and kernels, then `source /usr/local/Ascend/ascend-toolkit/set_env.sh`",
 )
 def cann_present(node: str, facts: NodeFacts, exp: Expectations) -> Outcome:
+    if (skip := _in_image(exp, "CANN toolkit")) is not None:
+        return skip
     version = cann_version(facts)
     if version is None:
         return Outcome(Status.FAIL, "CANN toolkit not found (" +
@@ -110,6 +131,8 @@ def cann_present(node: str, facts: NodeFacts, exp: Expectations) -> Outcome:
                 "toolkit lists",
 )
 def cann_driver(node: str, facts: NodeFacts, exp: Expectations) -> Outcome:
+    if (skip := _in_image(exp, "CANN toolkit")) is not None:
+        return skip
     if facts.toolkit is None:
         return Outcome.skip("no toolkit install info (see versions.cann_present)")
     if facts.driver is None or facts.driver.inner_code is None:
@@ -137,17 +160,29 @@ def cann_driver(node: str, facts: NodeFacts, exp: Expectations) -> Outcome:
                 "quay.io/ascend/vllm-ascend:<version>)",
 )
 def python_stack(node: str, facts: NodeFacts, exp: Expectations) -> Outcome:
-    if facts.python is None:
+    if (skip := _in_image(exp, "Python stack")) is not None:
+        return skip
+    venv = exp.engine.kind == "venv"
+    if venv and exp.engine.wheelhouse_error:
+        return Outcome(Status.FAIL, f"engine.wheelhouse: {exp.engine.wheelhouse_error}",
+                       "Point engine.wheelhouse at a directory of wheels (pip wheel ... -w DIR)")
+    if facts.python is None and not venv:
         return Outcome(Status.FAIL, "could not read the Python environment (" +
                        (facts.problem("python") or "not gathered") + ")",
                        "Check that the inventory's python path exists on the node")
     installed = component_versions(facts)
-    missing = [n for n in exp.required_packages if not facts.python.version_of(n)]
+    packages = engine_packages(facts, exp)
+    installed.update(packages)
+    missing = [n for n in exp.required_packages if not packages.get(n)]
     if missing:
-        return Outcome(Status.FAIL, "not installed: " + ", ".join(_PIP_NAMES.get(n, n) for n in missing),
-                       f"{facts.python.executable or 'python3'} -m pip install "
-                       + " ".join(_PIP_NAMES.get(n, n) for n in missing) + "  # versions from the matrix")
-    va = facts.python.parsed("vllm_ascend")
+        names = " ".join(_PIP_NAMES.get(n, n) for n in missing)
+        if venv:
+            return Outcome(Status.FAIL, "the wheelhouse has no wheel of: " + names.replace(" ", ", "),
+                           f"pip wheel {names} -w <engine.wheelhouse>  # versions from the matrix")
+        return Outcome(Status.FAIL, "not installed: " + names.replace(" ", ", "),
+                       f"{facts.python.executable or 'python3'} -m pip install "  # type: ignore[union-attr]
+                       + names + "  # versions from the matrix")
+    va = try_parse_version(packages.get("vllm_ascend"))
     if va is None:
         return Outcome.ok("required packages installed (no vllm-ascend: matrix not applicable)",
                           *(f"{k} {v}" for k, v in installed.items() if v))
@@ -159,17 +194,19 @@ def python_stack(node: str, facts: NodeFacts, exp: Expectations) -> Outcome:
                        f"(knows {known})", "Use a vllm-ascend release the matrix knows, or update the matrix")
     wrong = []
     for name, want in (("vllm", row.vllm), ("torch", row.torch), ("torch_npu", row.torch_npu)):
-        have = facts.python.parsed(name)
+        text = packages.get(name)
+        have = try_parse_version(text.split("+", 1)[0]) if text else None
         if have is not None and have != want:
-            wrong.append(f"{_PIP_NAMES[name]} {facts.python.version_of(name)} (needs {want})")
+            wrong.append(f"{_PIP_NAMES[name]} {text} (needs {want})")
     cann = try_parse_version(installed["cann"])
     if cann is not None and not (cann == row.cann or cann.startswith(row.cann)):
         wrong.append(f"CANN {installed['cann']} (needs {row.cann})")
     if wrong:
         pins = " ".join(f"{_PIP_NAMES[n]}=={v.text}" for n, v in
                         (("vllm", row.vllm), ("torch", row.torch), ("torch_npu", row.torch_npu)))
+        where = "pip wheel" if venv else f"{facts.python.executable or 'python3'} -m pip install"  # type: ignore[union-attr]
         return Outcome(Status.FAIL, f"vllm-ascend {va} needs: " + "; ".join(wrong),
-                       f"{facts.python.executable or 'python3'} -m pip install {pins}"
+                       f"{where} {pins}"
                        + (f"  # and CANN {row.cann}" if any(w.startswith("CANN") for w in wrong) else ""))
     return Outcome.ok(f"vllm-ascend {va} with vllm {row.vllm}, torch_npu {row.torch_npu}, CANN {row.cann}")
 
@@ -181,13 +218,15 @@ def python_stack(node: str, facts: NodeFacts, exp: Expectations) -> Outcome:
     remediation="Create the serving venv with a supported Python (e.g. `python3.11 -m venv ...`)",
 )
 def python_version(node: str, facts: NodeFacts, exp: Expectations) -> Outcome:
+    if (skip := _in_image(exp, "Python")) is not None:
+        return skip
     if facts.python is None or facts.python.python_version is None:
         return Outcome.skip("no Python facts (see versions.python_stack)")
     py = try_parse_version(facts.python.python_version)
     if py is None:
         return Outcome(Status.WARN, f"unreadable Python version {facts.python.python_version!r}")
     matrix = load_matrix()
-    va = facts.python.parsed("vllm_ascend")
+    va = try_parse_version(engine_packages(facts, exp).get("vllm_ascend"))
     row = matrix.release_for(va) if va else None
     if row is not None:
         if not row.python_ok(py):
@@ -210,9 +249,15 @@ def python_version(node: str, facts: NodeFacts, exp: Expectations) -> Outcome:
 )
 def pinned(node: str, facts: NodeFacts, exp: Expectations) -> Outcome:
     pins = exp.versions.items()
+    if exp.engine.kind == "container":
+        # the image's versions: its CANN is engine.image_cann's, the rest is in the image
+        pins = tuple((n, p) for n, p in pins if n not in IN_IMAGE)
     if not pins:
-        return Outcome.skip("the inventory pins no versions")
+        return Outcome.skip("the inventory pins no versions" if not exp.versions.items() else
+                            "engine.kind container: the pinned versions are the image's")
     installed = component_versions(facts)
+    if exp.engine.kind == "venv":
+        installed.update(engine_packages(facts, exp))
     wrong, absent = [], []
     for name, pin in pins:
         have = installed.get(name)

@@ -107,7 +107,7 @@ def history_table(data: dict[str, Any]):
     from rich.table import Table
 
     table = Table(title=f"release history of {data['cluster']}", show_lines=False)
-    for column in ("rev", "release", "status", "created", "by", "layout", "current on",
+    for column in ("rev", "release", "status", "created", "by", "layout", "engine", "current on",
                    "latest bench", "quality gate", "note"):
         table.add_column(column)
     for entry in data["releases"]:
@@ -119,13 +119,23 @@ def history_table(data: dict[str, Any]):
         table.add_row(str(entry["revision"]), entry["id"],
                       f"[{style}]{status}[/{style}]" if style else status,
                       entry.get("created") or "", entry.get("by") or "", layout,
-                      ", ".join(entry["current_on"]), _bench_cell(entry.get("bench")),
+                      engine_cell(summary.get("engine")), ", ".join(entry["current_on"]), _bench_cell(entry.get("bench")),
                       _gate_cell(entry.get("quality")), entry.get("failure", ""))
     if not data["consistent"]:
         table.caption = ("nodes disagree: " + ", ".join(
             f"{n}={c}" for n, c in data["current"].items())
             + "".join(f"; {n} unreachable: {e}" for n, e in data["unreachable"].items()))
     return table
+
+
+def engine_cell(engine: dict[str, Any] | None) -> str:
+    """`img-89aaa24b6b20 localhost/vllm:v1`, `venv-dc5fc0e63a1e`, `host` (or '' for a
+    release made before engines were recorded)."""
+    if not engine:
+        return ""
+    short = str(engine.get("short") or engine.get("kind") or "")
+    image = engine.get("image")
+    return f"{short} {image}" if image else short
 
 
 def _bench_cell(bench: dict[str, Any] | None) -> str:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ascendctl.deploy.bundle import runtime_bundle
+from ascendctl.engine.identity import EngineIdentity
 from ascendctl.inventory import Inventory
 from ascendctl.render.files import RenderedFile, release_dir
 from ascendctl.render.health import SUPERVISOR_UNIT
@@ -60,33 +61,51 @@ def _digest(files: Mapping[str, Sequence[RenderedFile]], extra: Sequence[str]) -
     return hasher.hexdigest()
 
 
-def summarize(inv: Inventory) -> dict[str, Any]:
+def summarize(inv: Inventory, engine: EngineIdentity | None = None) -> dict[str, Any]:
     s = inv.serving
-    return {
+    summary: dict[str, Any] = {
         "model": inv.model.served_name or inv.model.name or inv.model.source or inv.model.path,
         "mode": s.mode, "tp": s.tensor_parallel_size, "pp": s.pipeline_parallel_size,
         "dp": s.data_parallel_size, "ep": s.enable_expert_parallel,
         "max_model_len": s.max_model_len, "nodes": len(inv.hosts),
     }
+    if engine is not None:
+        summary["engine"] = engine_summary(inv, engine)
+    return summary
+
+
+def engine_summary(inv: Inventory, engine: EngineIdentity) -> dict[str, Any]:
+    """What the release meta records of its engine (history, rollback, prune)."""
+    spec = inv.engine
+    out: dict[str, Any] = {"kind": engine.kind, "id": engine.id, "short": engine.short}
+    if engine.kind == "container":
+        out.update(image=spec.image, runtime=spec.runtime, runtime_path=spec.runtime_executable)
+    elif engine.kind == "venv":
+        out.update(python=engine.detail.get("python"))
+    return out
 
 
 def plan_release(inv: Inventory, *, secrets: Mapping[str, str] | None = None,
                  nics: Mapping[str, str] | None = None,
                  device_ips: Mapping[str, Sequence[str]] | None = None,
-                 weights_digest: str = "") -> ReleasePlan:
+                 weights_digest: str = "", engine: EngineIdentity | None = None) -> ReleasePlan:
     """Render twice: once with a placeholder id to learn the content hash, then for real
-    (the files name their own release directory)."""
+    (the files name their own release directory). `engine`: the engine's identity (image
+    ID, venv digest): a different engine is a different release."""
     bundle = runtime_bundle()
     secret_digest = hashlib.sha256((secrets or {}).get("api_key", "").encode()).hexdigest()
 
     def render(release_id: str) -> dict[str, tuple[RenderedFile, ...]]:
         rendered = render_release(inv, release_id=release_id, secrets=secrets, nics=nics,
-                                  device_ips=device_ips)
+                                  device_ips=device_ips, engine=engine)
         return {node: tuple(sorted([*files, *bundle], key=lambda f: f.path))
                 for node, files in rendered.items()}
 
     probe = render(ID_PLACEHOLDER)
-    release_id = "r-" + _digest(probe, [weights_digest, secret_digest])[:12]
+    extra = [weights_digest, secret_digest]
+    if engine is not None and engine.kind != "host":
+        extra.append(engine.release_component())
+    release_id = "r-" + _digest(probe, extra)[:12]
     files = render(release_id)
     names = {node: {f.path.removeprefix("units/") for f in node_files
                     if f.path.startswith("units/")} for node, node_files in files.items()}
@@ -95,7 +114,7 @@ def plan_release(inv: Inventory, *, secrets: Mapping[str, str] | None = None,
         engine_units={node: tuple(u for u in ENGINE_UNITS if u in names[node])
                       for node in files},
         side_units={node: tuple(u for u in SIDE_UNITS if u in names[node]) for node in files},
-        summary=summarize(inv),
+        summary=summarize(inv, engine),
     )
 
 

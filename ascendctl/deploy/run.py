@@ -28,6 +28,8 @@ from ascendctl.errors import AscendctlError
 from ascendctl.playbook.modules import ModuleContext, ModuleError
 
 if TYPE_CHECKING:
+    from ascendctl.engine.identity import EngineIdentity
+    from ascendctl.engine.present import EnginePlan
     from ascendctl.inventory import Host, Inventory
     from ascendctl.playbook.state import RunState
     from ascendctl.transport.remote import Remote
@@ -119,6 +121,7 @@ class DeployRun:
         self._weights_plan: Optional["WeightsPlan"] = None
         self._weights_planned = False
         self._plan: Optional[ReleasePlan] = None
+        self._engine_plan: Optional["EnginePlan"] = None
         self._target: Optional[SwitchTarget] = None
         self._lock = threading.RLock()
 
@@ -196,6 +199,37 @@ class DeployRun:
             self._weights_planned = True
             return self._weights_plan
 
+    def engine_plan(self, pool: Any = None) -> "EnginePlan":
+        """The engine the inventory's release runs (its identity goes into the release
+        id) and what has to travel. Read from the archive or wheelhouse on this machine
+        (hashes cached by path, size and mtime, as for the weights); a container engine
+        without an archive asks the nodes (`release_facts` passes its pool)."""
+        with self._lock:
+            if self._engine_plan is None:
+                from ascendctl.engine.present import plan_engine
+
+                spec = self.inv.engine
+                if spec.kind == "container" and not spec.archive and pool is None:
+                    raise AscendctlError("internal: the engine's image ID must be read from "
+                                         "the nodes (run `release_facts` first)")
+                self._engine_plan = plan_engine(self.inv, pool)
+            return self._engine_plan
+
+    def target_engine(self) -> Optional["EngineIdentity"]:
+        """The engine of the release this run switches to: the inventory's (deploy), or
+        the one the chosen release recorded (rollback; None for a host engine)."""
+        if self.wanted is None:
+            return self.engine_plan().identity
+        from ascendctl.engine.identity import EngineIdentity
+
+        release = self.state(self.inv.head).release(self.wanted)
+        recorded = (release.summary.get("engine") if release else None) or {}
+        if recorded.get("kind") in ("container", "venv") and recorded.get("id"):
+            return EngineIdentity(str(recorded["kind"]), str(recorded["id"]),
+                                  {k: str(v) for k, v in recorded.items()
+                                   if k in ("image", "python") and v})
+        return None
+
     def release(self) -> ReleasePlan:
         """The release this inventory renders (needs every node's state for its NIC)."""
         with self._lock:
@@ -219,7 +253,8 @@ class DeployRun:
             if plan is not None else {"path": [(self.inv.model.path or "", "")]})
         return plan_release(self.inv, secrets=self.secrets(),
                             nics={k: v for k, v in nics.items() if v} or None,
-                            device_ips=device_ips or None, weights_digest=digest)
+                            device_ips=device_ips or None, weights_digest=digest,
+                            engine=self.engine_plan().identity)
 
     def target(self) -> SwitchTarget:
         """What this run switches to: the new release (deploy) or `wanted` (rollback)."""

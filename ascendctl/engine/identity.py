@@ -286,6 +286,19 @@ def venv_digest(wheelhouse: str, python: str, packages: tuple[str, ...] | list[s
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+ENGINES_DIR = "engines"
+
+
+def venv_dir(root: str, identity: EngineIdentity) -> str:
+    """`<deploy.root>/engines/venv/<digest>`: where a node builds the release's venv."""
+    return f"{root.rstrip('/')}/{ENGINES_DIR}/venv/{identity.id.removeprefix('venv:')}"
+
+
+def venv_command(root: str, identity: EngineIdentity, command: str) -> str:
+    """The engine executable of a venv release (replaces argv[0] of the engine)."""
+    return f"{venv_dir(root, identity)}/bin/{command}"
+
+
 # -- resolving an inventory's engine ---------------------------------------------------
 
 def host_identity(command: str) -> EngineIdentity:

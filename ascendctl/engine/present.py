@@ -21,13 +21,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ascendctl.engine.identity import (
+from ascendctl.engine.identity import (  # noqa: F401  (venv_dir, venv_command re-exported)
     EngineError, EngineIdentity, archive_identity, host_identity, identity_from_nodes,
-    read_wheelhouse, venv_identity,
+    read_wheelhouse, venv_command, venv_dir, venv_identity,
 )
 from ascendctl.engine.nodeops import EngineNodeOps
 
-ENGINES_DIR = "engines"
 
 
 @dataclass
@@ -35,15 +34,6 @@ class EnginePlan:
     identity: EngineIdentity
     objects: list[Any] = field(default_factory=list)   # weights PlannedFile per file to push
     node_images: dict[str, str | None] = field(default_factory=dict)
-
-
-def venv_dir(root: str, identity: EngineIdentity) -> str:
-    return f"{root.rstrip('/')}/{ENGINES_DIR}/venv/{identity.id.removeprefix('venv:')}"
-
-
-def venv_command(root: str, identity: EngineIdentity, command: str) -> str:
-    """The engine executable of a venv release (replaces argv[0] of the engine)."""
-    return f"{venv_dir(root, identity)}/bin/{command}"
 
 
 def node_ops(inv, pool, name: str) -> EngineNodeOps:
@@ -55,7 +45,8 @@ def node_ops(inv, pool, name: str) -> EngineNodeOps:
 
 def _map(pool, hosts, fn) -> dict[str, Any]:
     results = pool.map(fn, [h.name for h in hosts])
-    failed = [f"{n}: {r.error}" for n, r in results.items() if r.status != "ok"]
+    failed = [r.error if str(r.error).startswith(f"{n}: ") else f"{n}: {r.error}"
+              for n, r in results.items() if r.status != "ok"]
     if failed:
         raise EngineError("; ".join(failed))
     return {name: r.value for name, r in results.items()}
@@ -88,16 +79,17 @@ def plan_engine(inv, pool=None, *, cache=None, hosts=None) -> EnginePlan:
 @dataclass(frozen=True)
 class NodeEngine:
     node: str
-    changed: bool          # loaded an image / built a venv
+    changed: bool          # loaded an image / built a venv (or would, in check mode)
     detail: str
 
 
-def ensure_engine(inv, pool, plan: EnginePlan, *, show_progress: bool = True,
-                  hosts=None) -> dict[str, NodeEngine]:
-    """Push what must travel, then load or build it on every node that lacks it."""
-    from ascendctl.weights.files_push import files_plan
-    from ascendctl.weights.push import push
+def _label(identity: EngineIdentity) -> str:
+    return identity.short if identity.kind != "container" else \
+        f"{identity.detail.get('image') or 'image'} ({identity.short})"
 
+
+def engine_status(inv, pool, plan: EnginePlan, *, hosts=None) -> dict[str, NodeEngine]:
+    """What `ensure_engine` would do on each node (one read per node; changes nothing)."""
     spec = inv.engine
     hosts = inv.hosts if hosts is None else hosts
     identity = plan.identity
@@ -105,18 +97,48 @@ def ensure_engine(inv, pool, plan: EnginePlan, *, show_progress: bool = True,
         return {h.name: NodeEngine(h.name, False, "host executable") for h in hosts}
     if spec.kind == "container" and not spec.archive:
         identity_from_nodes(spec.image, plan.node_images or {h.name: None for h in hosts})
-        return {h.name: NodeEngine(h.name, False, f"image {identity.id[:19]} present")
+        return {h.name: NodeEngine(h.name, False, f"{_label(identity)} present")
                 for h in hosts}
+    objects = sum(f.entry.size for f in plan.objects)
     if spec.kind == "container":
         present = _map(pool, hosts, lambda conn: node_ops(inv, pool, conn.settings.name)
                        .image_id(identity.id))
-        need = [h for h in hosts if present[h.name] != identity.id]
-        if need:
-            summary = push(inv, files_plan(inv, plan.objects, need),
-                           show_progress=show_progress, pool=pool)
-            if not summary.ok:
-                raise EngineError("the image archive did not reach every node: "
-                                  + "; ".join(summary.errors))
+        return {h.name: NodeEngine(h.name, False, f"{_label(identity)} present")
+                if present[h.name] == identity.id else
+                NodeEngine(h.name, True, f"would relay the archive ({objects} bytes) and "
+                                         f"load {_label(identity)}") for h in hosts}
+    digest = identity.id.removeprefix("venv:")
+    states = _map(pool, hosts, lambda conn: node_ops(inv, pool, conn.settings.name)
+                  .venv_state(digest))
+    return {h.name: NodeEngine(h.name, False, f"venv {identity.short} present")
+            if states[h.name].present else
+            NodeEngine(h.name, True, f"would relay {len(plan.objects)} wheels (at most "
+                                     f"{objects} bytes) and build venv {identity.short}")
+            for h in hosts}
+
+
+def ensure_engine(inv, pool, plan: EnginePlan, *, show_progress: bool = True,
+                  hosts=None) -> dict[str, NodeEngine]:
+    """Push what must travel, then load or build it on every node that lacks it. A node
+    that already has it costs one read and nothing travels."""
+    from ascendctl.weights.files_push import files_plan
+    from ascendctl.weights.push import push
+
+    spec = inv.engine
+    hosts = inv.hosts if hosts is None else hosts
+    identity = plan.identity
+    if spec.kind == "host" or (spec.kind == "container" and not spec.archive):
+        return engine_status(inv, pool, plan, hosts=hosts)
+    status = engine_status(inv, pool, plan, hosts=hosts)
+    need = [h for h in hosts if status[h.name].changed]
+    if not need:
+        return status
+    summary = push(inv, files_plan(inv, plan.objects, need), show_progress=show_progress,
+                   pool=pool)
+    if not summary.ok:
+        what = "image archive" if spec.kind == "container" else "wheelhouse"
+        raise EngineError(f"the {what} did not reach every node: " + "; ".join(summary.errors))
+    if spec.kind == "container":
         archive = plan.objects[0].entry
 
         def load(conn) -> NodeEngine:
@@ -126,33 +148,26 @@ def ensure_engine(inv, pool, plan: EnginePlan, *, show_progress: bool = True,
             if not result.ok:
                 raise EngineError(f"{name}: {result.reason}")
             return NodeEngine(name, result.loaded,
-                              f"loaded in {result.seconds:.0f} s" if result.loaded
-                              else "image present")
-        return _map(pool, hosts, load)
-    # venv
-    digest = identity.id.removeprefix("venv:")
-    states = _map(pool, hosts, lambda conn: node_ops(inv, pool, conn.settings.name)
-                  .venv_state(digest))
-    need = [h for h in hosts if not states[h.name].present]
-    if need:
-        summary = push(inv, files_plan(inv, plan.objects, need),
-                       show_progress=show_progress, pool=pool)
-        if not summary.ok:
-            raise EngineError("the wheelhouse did not reach every node: "
-                              + "; ".join(summary.errors))
-    wheels = [(f.path, f.entry.sha256) for f in plan.objects]
-    python = spec.python or inv.deploy.python
+                              f"relayed and loaded {_label(identity)} in "
+                              f"{result.seconds or 0:.0f} s" if result.loaded
+                              else f"{_label(identity)} present")
+        done = _map(pool, need, load)
+    else:
+        wheels = [(f.path, f.entry.sha256) for f in plan.objects]
+        python = spec.python or inv.deploy.python
+        digest = identity.id.removeprefix("venv:")
 
-    def build(conn) -> NodeEngine:
-        name = conn.settings.name
-        if states[name].present:
-            return NodeEngine(name, False, "venv present")
-        result = node_ops(inv, pool, name).venv_create(
-            digest=digest, python=python, wheels=wheels, packages=spec.packages)
-        if not result.present:
-            raise EngineError(f"{name}: venv build failed: {result.error}\n{result.log or ''}")
-        return NodeEngine(name, result.created, f"venv built in {result.seconds:.0f} s")
-    return _map(pool, hosts, build)
+        def build(conn) -> NodeEngine:
+            name = conn.settings.name
+            result = node_ops(inv, pool, name).venv_create(
+                digest=digest, python=python, wheels=wheels, packages=spec.packages)
+            if not result.present:
+                raise EngineError(f"{name}: venv build failed: {result.error}\n"
+                                  f"{result.log or ''}".rstrip())
+            return NodeEngine(name, result.created,
+                              f"built venv {identity.short} in {result.seconds or 0:.0f} s")
+        done = _map(pool, need, build)
+    return {h.name: done.get(h.name, status[h.name]) for h in hosts}
 
 
 def kept_engines(identities: Mapping[str, EngineIdentity]) -> tuple[list[str], list[str]]:

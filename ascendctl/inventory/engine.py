@@ -103,7 +103,10 @@ class EngineSpec(Section):
     options: list[str] = []
     ipc: Literal["host", "private"] = "host"
     shm_size: Optional[str] = None           # only with ipc: private (podman refuses it with host IPC)
-    stop_timeout: int = Field(default=30, ge=1, le=3600)
+    # `stop --time`: SIGTERM, then SIGKILL. A serving vLLM exits on SIGTERM in about a
+    # second; one in torch.compile warm-up does not answer it at all (seen in the lab), and
+    # every stop of a rollback waits this long per node: the runtimes' own default.
+    stop_timeout: int = Field(default=10, ge=1, le=3600)
     wheelhouse: Optional[str] = None         # directory of wheels on the jump host
     packages: list[str] = []                 # what to install from it (default: every wheel)
     python: Optional[str] = None             # the nodes' Python for the venv (default deploy.python)

@@ -31,6 +31,8 @@ FAULT_KINDS: dict[str, str] = {
     "cann-incompatible": "CANN toolkit 8.0.RC1 whose compatible_version does not list the "
                          "driver's Innerversion (C23)",
     "cann-missing": "no CANN toolkit: /usr/local/Ascend/ascend-toolkit is absent",
+    "driver-old": "driver 24.1.rc2 (Innerversion C17), which neither the node's CANN 8.5.1 "
+                  "nor the lab engine image's lists in compatible_version",
     "driver-not-loaded": "npu-smi fails: 'dcmi module initialize failed. ret is -8005' "
                          "(driver upgraded without a reboot)",
     "npu-unhealthy": "NPU [VALUE=0] reports Alarm with error codes; VALUE 'N:Warning' for Warning",
@@ -68,6 +70,12 @@ TOOLKIT_OLD = {"package_name": "Ascend-cann-toolkit", "version": "8.0.RC1",
                "arch": "x86_64", "os": "linux",
                "path": "/usr/local/Ascend/ascend-toolkit/8.0.RC1/x86_64-linux"}
 TOOLKIT_OLD_RUNNING = "7.2.0.1.101:8.0.RC1"
+# An older driver the firmware still accepts (its compatible_version_drv lists 24.1), whose
+# Innerversion code no CANN 8.5.1 toolkit lists: the lab's own choice of values, in the
+# format of the 25.3.rc1 capture.
+DRIVER_OLD = {**sim_state.DEFAULT_DRIVER, "Version": "24.1.rc2", "package_version": "24.1.rc2",
+              "Innerversion": "V100R001C17SPC001B224",
+              "compatible_version": "[V100R001C13],[V100R001C15],[V100R001C17]"}
 
 
 def _int(value: str | None, default: int, what: str, low: int = 0, high: int = 10**6) -> int:
@@ -130,6 +138,9 @@ def inject(lab: Lab, node: str, kind: str, value: str | None = None) -> str:
         state["toolkit_running"] = TOOLKIT_OLD_RUNNING
     elif kind == "cann-missing":
         state["toolkit"] = None
+    elif kind == "driver-old":
+        state["driver"] = dict(DRIVER_OLD)
+        state["npu_smi_version"] = DRIVER_OLD["Version"]
     elif kind == "driver-not-loaded":
         state["driver_loaded"] = False
     elif kind == "npu-unhealthy":

@@ -78,6 +78,7 @@ def build_expectations(inv: Inventory, *, options: PreflightOptions | None = Non
                        model_bytes: int | None = None) -> Expectations:
     """Everything the checks compare against. `own` (per node) exempts what our own
     running units hold; `model_bytes` overrides the size measured under model.source."""
+    from ascendctl.engine.preflight import engine_expectation
     from ascendctl.render.timeouts import start_spread_s
 
     options = options or PreflightOptions()
@@ -117,4 +118,5 @@ def build_expectations(inv: Inventory, *, options: PreflightOptions | None = Non
         dp_size=inv.serving.data_parallel_size if inv.serving.mode == "dp" else None,
         hccl_connect_timeout_s=inv.serving.hccl_connect_timeout,
         rank_start_budget_s=start_spread_s(inv) if len(inv.hosts) > 1 else None,
+        engine=engine_expectation(inv, allow_own=options.allow_own_units),
     )

@@ -14,6 +14,7 @@ from typing import Literal
 from ascendctl.facts import GatherParams, plan_pings
 from ascendctl.inventory import Host, Inventory
 from ascendctl.preflight.expectations import chip_expectation
+from ascendctl.engine.preflight import engine_gather_params
 from ascendctl.preflight.launch import launch_ports, ports_bound, serving_python
 
 PingStrategy = Literal["pairs", "ring", "all-ports", "none"]
@@ -63,12 +64,13 @@ def gather_params(inv: Inventory, host: Host, *, play_hosts: Sequence[str],
     probe_ports = tuple(u.port for u in launch_ports(group)) if not host.is_head else ()
     model_path = inv.deploy.root if inv.model.source is not None else inv.model.path
     return GatherParams(
-        npu_count=cards, chips_per_npu=dies, python=serving_python(inv),
+        npu_count=cards, chips_per_npu=dies,
         model_path=model_path,
         listen_ports=tuple(u.port for u in ports_bound(inv, host)),
         probe_host=group.head.ip if probe_ports else None, probe_ports=probe_ports,
         ping_targets=ping_targets(roce_ports, peers, pings),
         path_mtu=inv.cluster.roce.mtu, max_jobs=max_jobs,
+        **{"python": serving_python(inv), **engine_gather_params(inv)},
     )
 
 

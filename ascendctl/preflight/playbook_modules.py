@@ -150,6 +150,11 @@ class PreflightChecks(Module):
         failed = sorted({r.node for r in report.results if r.status.value == "fail"})
         counts = ", ".join(f"{v} {k}" for k, v in data["summary"].items())
         msg = f"{data['status']}: {counts}" + (f"; failing on {', '.join(failed)}" if failed else "")
+        # what failed, so that a deploy refused at this gate says why (the first few)
+        failing = [r for r in report.results if r.status.value == "fail"]
+        msg += "".join(f"; {r.node} {r.check_id}: {r.message[:200]}" for r in failing[:4])
+        if len(failing) > 4:
+            msg += f"; and {len(failing) - 4} more (ascendctl preflight -i INV)"
         return ModuleResult(failed=bool(failed), msg=msg, facts={REPORT_FACT: data})
 
 

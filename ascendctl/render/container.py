@@ -72,7 +72,10 @@ def run_argv(spec: EngineSpec, run: ContainerRun) -> list[str]:
         argv += ["--replace", "--log-driver=passthrough"]
     else:
         argv += ["--log-driver=none", "--sig-proxy=true"]
-    argv += ["--pull=never", "--network=host", f"--ipc={spec.ipc}"]
+    # --init: the engine is not PID 1 of the container, which would ignore SIGTERM (the
+    # kernel drops signals PID 1 has no handler for: a headless vLLM rank then waits for
+    # SIGKILL at every stop); the runtime's init forwards it and reaps the workers
+    argv += ["--init", "--pull=never", "--network=host", f"--ipc={spec.ipc}"]
     if spec.effective_shm_size:
         argv.append(f"--shm-size={spec.effective_shm_size}")
     argv += [f"--device={device}" for device in npu_devices(run.npus)]

@@ -10,6 +10,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ascendctl.engine.identity import EngineIdentity
 from ascendctl.errors import InputError
 from ascendctl.inventory import Host, Inventory
 from ascendctl.render import health, prometheus, proxy, timeouts
@@ -72,9 +73,50 @@ def _launcher_config(inv: Inventory, host: Host, release: str, release_id: str,
     return config
 
 
+def preview_identity(inv: Inventory) -> EngineIdentity:
+    """The engine identity when the caller has none (`ascendctl render`, tests): the
+    archive's image ID or the wheelhouse's venv (read on this machine), else the image
+    reference as it is (a deploy asks the nodes for its ID)."""
+    from ascendctl.engine.identity import (
+        archive_identity, host_identity, read_wheelhouse, venv_identity,
+    )
+
+    spec = inv.engine
+    if spec.kind == "host":
+        return host_identity(inv.serving.engine)
+    if spec.kind == "container":
+        if spec.archive:
+            return archive_identity(spec.archive, spec.image or "")[0]
+        return EngineIdentity("container", spec.image or "", {"image": spec.image or ""})
+    wheelhouse = read_wheelhouse(spec.wheelhouse or "")
+    return venv_identity(wheelhouse, spec.python or inv.deploy.python, spec.packages)
+
+
+def _engine_unit(inv: Inventory, host: Host, release: str, argv: list[str],
+                 env: list[tuple[str, str]], engine: EngineIdentity, *, headless: bool,
+                 unit_context: Mapping[str, Any]) -> tuple[list[str], str]:
+    """engine.json's argv and the engine unit for the inventory's engine kind."""
+    from ascendctl.engine.identity import venv_command
+    from ascendctl.render import container
+
+    spec = inv.engine
+    if spec.kind == "container":
+        secrets_file = f"{release}/secrets.env" if inv.serving.api_key is not None else None
+        run = container.launch_argv(inv, release=release, host_argv=argv,
+                                    env_names=[name for name, _ in env], image=engine.id,
+                                    secrets_file=secrets_file)
+        return run, container.render_unit(spec, headless=headless, image=engine.id,
+                                          **unit_context)
+    if spec.kind == "venv":
+        argv = [venv_command(inv.deploy.root, engine, spec.command), *argv[1:]]
+    return argv, render_template("systemd/ascendctl-engine.service.j2", headless=headless,
+                                 ray=inv.serving.mode == "ray", **unit_context)
+
+
 def render_node(inv: Inventory, host: Host, *, release_id: str,
                 secrets: Mapping[str, str] | None = None, nic: str | None = None,
-                rank_table: bytes, checkpoint_dtype: str | None) -> list[RenderedFile]:
+                rank_table: bytes, checkpoint_dtype: str | None,
+                engine: EngineIdentity | None = None) -> list[RenderedFile]:
     s = inv.serving
     release = release_dir(inv.deploy.root, release_id)
     files: list[RenderedFile] = []
@@ -105,12 +147,17 @@ def render_node(inv: Inventory, host: Host, *, release_id: str,
     headless = argv is not None and "--headless" in argv
     restarted = ENGINE_UNIT
     if argv is not None:
+        launch, unit = _engine_unit(inv, host, release, argv, env,
+                                    engine or preview_identity(inv), headless=headless,
+                                    unit_context=unit_context)
         files.append(RenderedFile("engine.json", _json(_launcher_config(
-            inv, host, release, release_id, argv, kind="engine", headless=headless))))
-        files.append(RenderedFile(f"units/{ENGINE_UNIT}", render_template(
-            "systemd/ascendctl-engine.service.j2", headless=headless,
-            ray=s.mode == "ray", **unit_context).encode()))
+            inv, host, release, release_id, launch, kind="engine", headless=headless))))
+        files.append(RenderedFile(f"units/{ENGINE_UNIT}", unit.encode()))
     ray = ray_argv(inv, host)
+    if ray is not None and inv.engine.kind == "venv":
+        from ascendctl.engine.identity import venv_command
+
+        ray = [venv_command(inv.deploy.root, engine or preview_identity(inv), "ray"), *ray[1:]]
     if ray is not None:
         files.append(RenderedFile("ray.json", _json(_launcher_config(
             inv, host, release, release_id, ray, kind="ray", headless=False))))
@@ -150,6 +197,7 @@ def render_release(inv: Inventory, *, release_id: str,
                    nics: Mapping[str, str] | None = None,
                    device_ips: Mapping[str, Sequence[str]] | None = None,
                    checkpoint_dtype: Any = ...,
+                   engine: EngineIdentity | None = None,
                    ) -> dict[str, list[RenderedFile]]:
     """Every node's release files, keyed by host name (serving group, then rank order).
 
@@ -157,9 +205,11 @@ def render_release(inv: Inventory, *, release_id: str,
     optional); without them secrets.env holds placeholders. `nics` / `device_ips`: values discovered on the nodes for hosts whose
     inventory leaves them out. `checkpoint_dtype`: the checkpoint's torch_dtype (None =
     unknown, always pass --dtype); by default read from the model config when at hand.
-    Raises InputError for incoherent timeouts."""
+    `engine`: the release's engine identity (image ID or venv); by default read from the
+    archive or wheelhouse (`preview_identity`). Raises InputError for incoherent timeouts."""
     timeouts.check_timeouts(inv)
     dtype = detect_checkpoint_dtype(inv) if checkpoint_dtype is ... else checkpoint_dtype
+    engine = engine or (preview_identity(inv) if inv.engine.kind != "host" else None)
     rendered: dict[str, list[RenderedFile]] = {}
     for view in inv.group_views():
         # each serving group: its own rank table, head address, supervisor
@@ -168,7 +218,8 @@ def render_release(inv: Inventory, *, release_id: str,
             rendered[host.name] = render_node(view, host, release_id=release_id,
                                               secrets=secrets,
                                               nic=(nics or {}).get(host.name),
-                                              rank_table=table, checkpoint_dtype=dtype)
+                                              rank_table=table, checkpoint_dtype=dtype,
+                                              engine=engine)
     return rendered
 
 

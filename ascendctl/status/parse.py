@@ -108,7 +108,9 @@ def supervisor_status(raw_head: Optional[dict[str, Any]], unit: str) -> Optional
         else round(max(0.0, now - detected), 1)
     status.waiting_for = list(state.get("waiting_for") or [])
     status.paused = state.get("paused")
-    status.held = raw_head.get("hold") or state.get("held")
+    # The hold file read now wins over the supervisor's last word: a deploy that has just
+    # removed its hold must not be reported held until the next supervisor tick.
+    status.held = raw_head["hold"] if "hold" in raw_head else state.get("held")
     status.gave_up_reason = state.get("gave_up_reason")
     status.last_error = state.get("last_error")
     status.recoveries_total = int(state.get("recoveries_total") or 0)

@@ -107,9 +107,11 @@ def _record_image(root: str, image: str, ref: str) -> None:
 
 
 def load_archive(runtime: str, path: str, root: str, sha256: str, expected_id: str,
-                 image: str) -> dict[str, Any]:
+                 image: str, drop_archive: bool = True) -> dict[str, Any]:
     """Load the archive object SHA256 from the store; check it gave EXPECTED_ID; make sure
-    IMAGE names it. Nothing is loaded when the image is already there."""
+    IMAGE names it. Nothing is loaded when the image is already there. `drop_archive`:
+    remove the store object once its image is loaded (the runtime's storage holds the
+    image; a later deploy finds the image ID and sends nothing)."""
     expected = _normal_id(expected_id)
     present = image_id(runtime, path, expected)
     steps: list[dict[str, Any]] = []
@@ -137,6 +139,12 @@ def load_archive(runtime: str, path: str, root: str, sha256: str, expected_id: s
             return {"ok": False, "reason": f"cannot tag {expected[:19]} as {image}",
                     "steps": steps}
     _record_image(root, expected, image)
+    if drop_archive:
+        for leftover in (store_object(root, sha256), store_object(root, sha256) + ".meta"):
+            try:
+                os.unlink(leftover)
+            except FileNotFoundError:
+                pass
     return {"ok": True, "image_id": expected, "loaded": bool(steps and "load" in steps[0]),
             "steps": steps}
 

@@ -32,6 +32,10 @@ CASES = {
                           "ascend_toolkit_install.info",
                           lambda o: "version=8.0.RC1" in o and "[V100R001C23]" not in o,
                           lambda o: "version=8.5.1" in o and "[V100R001C23]" in o),
+    "driver-old": (None, "grep -E '^(Version|Innerversion)=' /usr/local/Ascend/driver/version.info; "
+                   "npu-smi info | head -3",
+                   lambda o: "Version=24.1.rc2" in o and "C17SPC001" in o and "24.1.rc2" in o.split("\n", 2)[2],
+                   lambda o: "Version=25.3.rc1" in o),
     "cann-missing": (None, "ls -d /usr/local/Ascend/ascend-toolkit/latest 2>&1; true",
                      lambda o: "No such file or directory" in o,
                      lambda o: o.strip() == "/usr/local/Ascend/ascend-toolkit/latest"),

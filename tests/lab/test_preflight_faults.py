@@ -34,6 +34,8 @@ TABLE = {
     "cann-incompatible": ({"versions.cann_driver": "fail", "versions.pinned": "fail"}, 1,
                           {"versions.cann_driver": "V100R001C23",
                            "versions.pinned": "install CANN 8.5.1"}),
+    "driver-old": ({"versions.cann_driver": "fail", "versions.pinned": "fail"}, 1,
+                   {"versions.cann_driver": "V100R001C17", "versions.pinned": "install driver 25.3.rc1"}),
     "cann-missing": ({"versions.cann_present": "fail"}, 1,
                      {"versions.cann_present": "Ascend-cann-toolkit"}),
     "driver-not-loaded": ({"npu.smi": "fail"}, 1, {"npu.smi": "reboot"}),

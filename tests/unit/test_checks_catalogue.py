@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from ascendctl.checks import SPECS, Severity, load_matrix, selected
-from ascendctl.checks.compat import MATRIX_PATH, parse_matrix
 from ascendctl.facts.versions import parse_version
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "checks.md"
@@ -46,10 +45,12 @@ def test_matrix_data():
                                                                                    "3.10-3.11")
     assert m.release_for(parse_version("0.17.0rc1")).torch_npu.text == "2.9.0"
     assert m.release_for(parse_version("0.23.0")).python_max == (3, 12)
-    data = json.loads(MATRIX_PATH.read_text())
-    data["schema_version"] = 99
-    with pytest.raises(ValueError):
-        parse_matrix(data)
+    # one matrix: the checks read the engine's release sets (no second copy of the data)
+    from ascendctl.engine.releases import load_matrix as release_sets
+    assert [r.vllm_ascend.text for r in m.releases] == \
+        [parse_version(r.vllm_ascend).text for r in release_sets().releases]
+    assert m.release_for(parse_version("0.23.0")).hdk.text == "26.0.RC1"
+    assert m.release_for(parse_version("0.18.0")).hdk is None          # unverified in the sets
 
 
 def test_facts_and_checks_import_without_heavy_libraries():

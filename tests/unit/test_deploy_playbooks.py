@@ -19,6 +19,7 @@ BEFORE_THE_SWITCH = [
     ("quality reference", ["quality_baseline"]),
 ]
 PER_GROUP = [
+    ("make the engine present on the group's nodes", ["engine_present"]),
     ("take the group out of the balancer", ["balancer"]),
     ("hold the gang supervisor", ["supervisor_hold"]),
     ("stop the old engines", ["engine_stop"]),
@@ -66,8 +67,9 @@ def test_every_step_play_stops_the_group_switch_on_a_failure(name):
     rolling = next(p for p in book.plays if isinstance(p, Rolling))
     assert rolling.plays[-2].rescue and rolling.plays[-1].always and book.plays[-1].always
     modules = [t.module for p in plays for t in p.tasks]
-    assert modules.index("proxy_site") < modules.index("balancer") \
-        < modules.index("supervisor_hold") < modules.index("engine_stop") \
+    # the engine is present on a group's nodes before the group leaves the balancer
+    assert modules.index("proxy_site") < modules.index("engine_present") \
+        < modules.index("balancer") < modules.index("supervisor_hold") < modules.index("engine_stop") \
         < modules.index("release_units") \
         < modules.index("engine_start") < modules.index("engine_ready") \
         < modules.index("engine_warmup") < modules.index("release_commit") \

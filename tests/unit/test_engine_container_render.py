@@ -95,7 +95,7 @@ def test_a3_gets_sixteen_devices_and_private_ipc_a_shm(tmp_path):
 
 def test_stop_and_remove_never_fail_on_a_missing_container(tmp_path):
     podman = container_inventory(tmp_path).engine
-    assert stop_argv(podman) == ["/usr/bin/podman", "stop", "--ignore", "--time=30",
+    assert stop_argv(podman) == ["/usr/bin/podman", "stop", "--ignore", "--time=10",
                                  "ascendctl-engine"]
     assert remove_argv(podman) == ["/usr/bin/podman", "rm", "--force", "--ignore",
                                    "ascendctl-engine"]

@@ -55,7 +55,7 @@ def test_wheel_holds_every_data_file(wheel, top, package, pattern):
 
 def test_wheel_holds_package_data(wheel):
     names = set(wheel.namelist())
-    for data in ("ascendctl/doctor/data/signatures.yaml", "ascendctl/checks/data/compat.json",
+    for data in ("ascendctl/doctor/data/signatures.yaml",
                  "ascendctl/preflight/schema/preflight.schema.json",
                  "ascendctl/engine/data/release_sets.yaml",
                  "ascendctl/quality/data/agreement_prompts.yaml"):

@@ -8,6 +8,8 @@ Each step is one module in one small file; they share the run's DeployRun
               release_stage        write the release directory (atomically)
               weights_push         weights into every node's store (relayed, resumable)
               release_model        `<release>/model` links into the store
+    engine    engine_present       the release's engine on every node: archive relayed and
+                                   loaded / image checked / venv built, where missing
     switch    engine_stop          decide whether the play's hosts restart; stop their
                                    engines, followers first
               release_units        install the release's unit files
@@ -16,7 +18,8 @@ Each step is one module in one small file; they share the run's DeployRun
               engine_warmup        a streamed completion through the API key
               node_services        exporter and watchdog
     commit    release_commit       `current` → the release, units enabled, history
-              release_prune        old releases beyond deploy.keep_releases
+              release_prune        old releases beyond deploy.keep_releases, then the
+                                   images / venvs no kept release uses
     health    supervisor_hold      hold the gang supervisor while engines switch; give it back
     restore   release_restore      (rescue) every touched node back on the previous release
     proxy     proxy_site           the gateway's nginx site over every group's head
@@ -30,5 +33,6 @@ the same steps run once per batch of groups inside the deploy's `rolling:` block
 """
 
 from ascendctl.deploy.playbook_modules import (  # noqa: F401  (registers the modules)
-    balancer, bench_gate, commit, lock, quality, restore, stage, supervisor, switch,
+    balancer, bench_gate, commit, engine, lock, quality, restore, stage, supervisor,
+    switch,
 )

@@ -74,6 +74,40 @@ class ReleasePrune(Module):
                                 f"keep_releases {keep}: nothing to prune")
         answer = run.ops(ctx.host, ctx.conn).prune(keep, protect, check=ctx.check)
         verb = "would prune" if ctx.check else "pruned"
-        return ModuleResult(changed=answer.changed,
-                            msg=f"{verb} {', '.join(answer.removed)}" if answer.removed
-                            else "nothing to prune")
+        engines = prune_engines(ctx, run, state, removed=answer.removed)
+        msg = f"{verb} {', '.join(answer.removed)}" if answer.removed else "nothing to prune"
+        if engines:
+            msg += f"; {verb} {engines}"
+        return ModuleResult(changed=answer.changed or bool(engines), msg=msg)
+
+
+def prune_engines(ctx: ModuleContext, run: DeployRun, state, *, removed) -> str:
+    """Remove the images ascendctl loaded and the venvs it built that no release left on
+    the node uses (images the site put there are never touched). '' when none."""
+    from ascendctl.deploy.playbook_modules.engine import recorded_spec
+    from ascendctl.engine.nodeops import EngineNodeOps
+
+    if not removed:
+        return ""
+    summaries = {r.id: (r.summary.get("engine") or {}) for r in state.releases}
+    target = run.target().release_id
+    if run.wanted is None:
+        summaries[target] = run.release().summary.get("engine") or {}
+    kept = {rid: e for rid, e in summaries.items() if rid not in set(removed)}
+    gone = [e for rid, e in summaries.items() if rid in set(removed)]
+    if not any(e.get("kind") in ("container", "venv") for e in gone):
+        return ""
+    images = sorted({str(e["id"]) for e in kept.values() if e.get("kind") == "container"})
+    venvs = sorted({str(e["id"]).removeprefix("venv:") for e in kept.values()
+                    if e.get("kind") == "venv"})
+    runtime = next((e for e in [*kept.values(), *gone] if e.get("kind") == "container"), {})
+    ops = EngineNodeOps(ctx.conn, node=ctx.host.name, root=run.inv.deploy.root,
+                        python=run.inv.deploy.python,
+                        spec=recorded_spec(runtime, run.inv.engine), become=ctx.become)
+    answer = ops.prune(keep_images=images, keep_venvs=venvs, check=ctx.check)
+    if answer.failed:
+        raise ModuleError("engine prune: " + "; ".join(
+            f"{f.get('image') or f.get('venv')}: {f.get('error')}" for f in answer.failed))
+    parts = [f"image {i.removeprefix('sha256:')[:12]}" for i in answer.images] + \
+        [f"venv {v[:12]}" for v in answer.venvs]
+    return ", ".join(parts)

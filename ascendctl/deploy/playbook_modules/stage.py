@@ -50,6 +50,10 @@ class ReleaseFacts(Module):
                                    for g in inv.serving_groups if g.head in states})
         run.outcome.group_previous = dict(run.group_previous)
         run.wanted = resolve_release(run, args.release)
+        if run.wanted is None:
+            # the engine's identity is part of the release id; a container engine without
+            # an archive is identified by the nodes (every node must hold the same image)
+            run.engine_plan(ctx.pool)
         currents = {name: state.current for name, state in states.items()}
         distinct = set(currents.values())
         if len(distinct) > 1:

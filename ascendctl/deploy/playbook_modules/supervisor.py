@@ -12,16 +12,20 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from ascendctl.deploy.lock import LockLost
 from ascendctl.deploy.run import DeployRun
 from ascendctl.errors import AscendctlError
 from ascendctl.playbook.modules import (
     Module, ModuleContext, ModuleError, ModuleResult, register_module,
 )
 from ascendctl.render.timeouts import RANK_START_WAIT_S
+
+if TYPE_CHECKING:
+    from ascendctl.transport.remote import Remote
 
 HOLD_FILE = "supervisor.hold"        # runtime/ascendctl_runtime/healthstore.py reads it
 HOLD_MARGIN_S = 300.0
@@ -36,6 +40,37 @@ class SupervisorHold:
 
 def hold_seconds(startup_timeout: float, ranks: int) -> float:
     return 2 * startup_timeout + ranks * RANK_START_WAIT_S + HOLD_MARGIN_S
+
+
+UNHOLD_WAIT_S = 20.0
+STATE_FILE = "health/supervisor.json"   # the supervisor's published state (healthstore)
+
+# Exit 0 once the supervisor has written its state after the hold went (a state newer than
+# the hold's removal, no longer held): status right after a deploy reads the truth.
+_UNHELD = r"""
+import json, os, sys, time
+path, since, limit = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+deadline = time.time() + limit
+while time.time() < deadline:
+    try:
+        fresh = os.stat(path).st_mtime > since
+        state = json.load(open(path))
+    except (OSError, ValueError):
+        fresh, state = False, {}
+    if fresh and not state.get("held"):
+        sys.exit(0)
+    time.sleep(0.5)
+sys.exit(1)
+"""
+
+
+def _wait_unheld(conn: "Remote", root: str, python: str) -> bool:
+    """Wait (bounded) until the head's supervisor has noticed the hold is gone."""
+    now = conn.run(["date", "+%s.%N"], timeout=30)
+    since = now.stdout.strip() if now.ok else "0"
+    result = conn.run([python, "-c", _UNHELD, f"{root}/{STATE_FILE}", since,
+                       str(UNHOLD_WAIT_S)], timeout=UNHOLD_WAIT_S + 30)
+    return result.ok
 
 
 @register_module("supervisor_hold")
@@ -67,6 +102,10 @@ class SupervisorHoldModule(Module):
                 held.append(f"would hold the supervisor on {head.name} for up to "
                             f"{seconds:.0f} s")
                 continue
+            try:
+                run.lock.verify()
+            except LockLost as err:
+                raise ModuleError(f"{err}: stopping before touching the supervisor") from None
             body = json.dumps({"until": round(time.time() + seconds, 3), "by": run.by,
                                "reason": "deploy switching the engines"}) + "\n"
             try:
@@ -86,7 +125,7 @@ class SupervisorHoldModule(Module):
             return ModuleResult(msg="not held by this run")
         if ctx.check:
             return ModuleResult(msg=f"would remove {path} on {', '.join(hold.heads)}")
-        released = []
+        released, silent = [], []
         for head in list(hold.heads):
             result = ctx.connection_for(head).run(["rm", "-f", "--", path], timeout=60)
             if not result.ok:
@@ -94,4 +133,10 @@ class SupervisorHoldModule(Module):
                                   f"{result.stderr.strip()[-200:]}")
             hold.heads.remove(head)
             released.append(head)
-        return ModuleResult(changed=True, msg=f"supervisor on {', '.join(released)} acts again")
+            if not _wait_unheld(ctx.connection_for(head), ctx.inventory.deploy.root,
+                                ctx.inventory.deploy.python):
+                silent.append(head)
+        quiet = (f" ({', '.join(silent)} has not said so within {UNHOLD_WAIT_S:.0f} s)"
+                 if silent else "")
+        return ModuleResult(changed=True,
+                            msg=f"supervisor on {', '.join(released)} acts again{quiet}")
