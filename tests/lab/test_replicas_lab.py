@@ -2,10 +2,11 @@
 of two single-node serving groups behind nginx on node0 (`lab up --replicas 2`), one
 initial deployment shared by every test here, in this order:
 
-1. a rolling deploy of a changed setting (max_num_seqs 8 -> 4) while a continuous stream
-   of requests (streamed and plain, `x-api-key`) goes through the proxy: no request
-   fails, both groups end on the new release, and the engines' journals show the groups
-   switched one after the other; `status` judges each group and the service;
+1. a rolling deploy of a changed setting (max_num_seqs 8 -> 4; `--check` shows the order
+   first) while a continuous stream of requests (streamed and plain, `x-api-key`) goes
+   through the proxy: no request fails, both groups end on the new release, and the
+   engines' journals show the groups switched one after the other; `status` judges each
+   group and the service;
 2. that release changes nothing the model computes: each group's quality gate
    ("agree with the previous release") passed against release A's recorded answers;
 3. a release with structurally valid but altered weights (one tensor scaled) fails that
@@ -140,6 +141,14 @@ def state(tmp_path_factory):
 
 def test_a_rolling_deploy_under_a_stream_of_requests_fails_none(state):
     inv_b = write_inventory(state, "b", serving={"max_num_seqs": 4})
+    # --check shows the order, one group at a time, and changes nothing
+    check = ascendctl("deploy", "-i", str(inv_b), "--check", timeout=300)
+    assert check.returncode == 0, check.stdout[-3000:] + check.stderr[-2000:]
+    rolling = [line.strip() for line in check.stdout.splitlines() if "ROLLING [" in line]
+    assert rolling == ["ROLLING [switch the serving groups] batch 1/2: replica0 (then "
+                       "replica1)", "ROLLING [switch the serving groups] batch 2/2: replica1"]
+    assert "would take replica0 out of the balancer on node0 (replica1 keeps serving)" \
+        in check.stdout
     since = time.time()
     with stream(state) as requests:
         requests.wait_for(10, 60)
