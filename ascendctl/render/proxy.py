@@ -8,6 +8,7 @@ Pure: the same inventory and drained groups always give the same bytes.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -34,8 +35,23 @@ def site_path(inv: Inventory) -> str:
     return f"{SITE_DIR}/ascendctl-{inv.cluster.name}.conf"
 
 
+# nginx keeps variable names in a hash of 64-byte buckets by default
+# (variables_hash_bucket_size): a name longer than about 46 bytes makes `nginx -t` fail
+VARIABLE_IDENT_MAX = 16
+
+
 def ident(inv: Inventory) -> str:
     return inv.cluster.name.replace("-", "_").replace(".", "_")
+
+
+def variable_ident(inv: Inventory) -> str:
+    """The cluster in the site's variable names: short enough for nginx's default hash
+    buckets, still one per cluster (a long name: its start and a digest of it)."""
+    name = ident(inv)
+    if len(name) <= VARIABLE_IDENT_MAX:
+        return name
+    digest = hashlib.sha256(inv.cluster.name.encode()).hexdigest()[:8]
+    return f"{name[:VARIABLE_IDENT_MAX - 9]}_{digest}"
 
 
 def upstreams(inv: Inventory, drained: Iterable[str] = ()) -> list[Upstream]:
@@ -60,6 +76,7 @@ def render_site(inv: Inventory, drained: Iterable[str] = ()) -> bytes:
     s = inv.serving
     return render_template(
         "nginx/ascendctl.conf.j2", cluster=inv.cluster.name, ident=ident(inv),
+        var=variable_ident(inv),
         servers=servers, listen_port=s.proxy.port, fail_timeout=FAIL_TIMEOUT_S,
         connect_timeout=CONNECT_TIMEOUT_S,
         stream_timeout=max(3600, s.startup_timeout)).encode()

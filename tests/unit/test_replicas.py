@@ -100,7 +100,11 @@ def test_the_site_balances_every_head_and_takes_a_drained_group_out(tmp_path):
     assert "proxy_next_upstream_tries 3;" in site
     with pytest.raises(ValueError):
         render_site(inv, drained={"g0", "g1", "g2"})
-    prefix = tmp_path / "nginx"
+    nginx_t(tmp_path / "nginx", site)
+
+
+def nginx_t(prefix: Path, site: str) -> None:
+    """The real `nginx -t` with nginx's default hash sizes."""
     (prefix / "logs").mkdir(parents=True)
     (prefix / "site.conf").write_text(site)
     conf = prefix / "nginx.conf"
@@ -109,6 +113,28 @@ def test_the_site_balances_every_head_and_takes_a_drained_group_out(tmp_path):
     result = subprocess.run([tool("nginx"), "-t", "-c", str(conf), "-p", str(prefix)],
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+def test_a_long_cluster_name_still_passes_nginx_t(tmp_path):
+    """Variable names longer than nginx's default hash bucket allows fail `nginx -t`
+    ("could not build variables_hash"): the cluster's name is shortened in them."""
+    from ascendctl.render.proxy import render_site
+
+    group_inventory(tmp_path, groups=2, per_group=1)
+    path = tmp_path / "inv.yaml"
+    names = ("h9r13531-758318", "qwen35-397b-a17b-w8a8-two-replicas-site-b")
+    sites = []
+    for index, name in enumerate(names):
+        path.write_text(path.read_text().replace(
+            "cluster: {name: " + (names[index - 1] if index else "t") + ",",
+            f"cluster: {{name: {name},"))
+        inv = load_inventory(path)
+        assert inv.cluster.name == name
+        sites.append(render_site(inv).decode())
+        nginx_t(tmp_path / f"nginx{index}", sites[-1])
+    # two clusters' sites on one gateway do not share a variable
+    variables = [{w for w in site.split() if w.startswith("$ascendctl_")} for site in sites]
+    assert variables[0] and not variables[0] & variables[1]
 
 
 def test_the_lab_inventory_of_two_replicas(tmp_path):
