@@ -211,7 +211,7 @@ def npu_holders(node: str, facts: NodeFacts, exp: Expectations) -> Outcome:
             allowed.append(proc)
         elif proc.pid not in listed:           # npu.processes reports those
             others.append(f"pid {proc.pid} ({proc.comm}"
-                          + (f", {proc.unit}" if proc.unit else "") + f") has "
+                          + (f", {proc.unit}" if proc.unit else "") + ") has "
                           + " ".join(d.removeprefix("/dev/") for d in proc.devices) + " open")
     containers = facts[ENGINE_CONTAINERS]
     for box in containers.holding_npus if containers else ():
