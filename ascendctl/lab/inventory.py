@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 
 def build(*, name: str, chip: str, npus: int, roce_mtu: int, netmask: str, key: Path,
@@ -11,7 +12,7 @@ def build(*, name: str, chip: str, npus: int, roce_mtu: int, netmask: str, key: 
           versions: dict[str, str], engine: str | dict) -> dict:
     """`engine`: the vllm executable on the nodes (engine.kind host), or an `engine:`
     section (container, venv)."""
-    data = {
+    data: dict[str, Any] = {
         "all": {
             "vars": {
                 "cluster": {"name": name, "chip": chip, "npus_per_node": npus,

@@ -205,13 +205,13 @@ def _reference(inv: "Inventory", where: dict[str, Any], spec: "QualitySpec",
     if live is not None and live.release == previous:
         say(f"reference: release {previous} has no gate record; asking {live.node.name}, "
             "which still serves it")
-        answers = QualityNode(inv, live.node, live.conn).generate(previous, requests, spec)
-        failed = [a for a in answers if a.error]
+        live_answers = QualityNode(inv, live.node, live.conn).generate(previous, requests, spec)
+        failed = [a for a in live_answers if a.error]
         if failed:
             raise QualityGateError(f"{live.node.name}: the reference release {previous} did "
                                    f"not answer prompt {failed[0].id}: {failed[0].error}")
         info = Reference("live", release=previous, node=live.node.name)
-        return ReferenceAnswers(info, {a.id: a for a in answers}), info
+        return ReferenceAnswers(info, {a.id: a for a in live_answers}), info
     return None, Reference("missing", release=previous)
 
 

@@ -97,10 +97,10 @@ class SupervisorHoldModule(Module):
             if not result.ok:
                 raise ModuleError(f"cannot remove {path} on {hold.head}: "
                                   f"{result.stderr.strip()[-200:]}")
-            head, hold.head = hold.head, None
-            seen = _wait_unheld(ctx.connection_for(head), ctx.inventory.deploy.root,
+            held, hold.head = hold.head, None
+            seen = _wait_unheld(ctx.connection_for(held), ctx.inventory.deploy.root,
                                 ctx.inventory.deploy.python)
-            return ModuleResult(changed=True, msg=f"supervisor on {head} acts again" + (
+            return ModuleResult(changed=True, msg=f"supervisor on {held} acts again" + (
                 "" if seen else f" (it has not said so within {UNHOLD_WAIT_S:.0f} s)"))
         run.require_no_failure(ctx)
         hosts = run.hosts(ctx.play_hosts)
