@@ -8,14 +8,14 @@ install and an editable checkout all find them the same way, through importlib.r
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 
 
-@lru_cache(maxsize=None)
+@cache
 def _package_dir(package: str) -> Path:
     root = resources.files(package)
     path = Path(str(root))

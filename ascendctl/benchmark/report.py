@@ -71,7 +71,7 @@ def junit_xml(report: BenchReport) -> bytes:
         else:
             ET.SubElement(case, "system-out").text = message
     for key in ("tests", "failures", "errors", "skipped"):
-        suites.set(key, suite.get(key))
+        suites.set(key, suite.attrib[key])
     ET.indent(suites)
     return ET.tostring(suites, encoding="utf-8", xml_declaration=True)
 

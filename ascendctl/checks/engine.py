@@ -14,6 +14,7 @@ from ascendctl.checks.registry import cluster_check, node_check
 from ascendctl.checks.versions import engine_packages, matches_pin
 from ascendctl.facts.engine import (
     ENGINE_CONTAINERS, ENGINE_IMAGE_CANN, ENGINE_IMAGES, ENGINE_RUNTIME, NPU_HOLDERS,
+    ContainerInfo, DeviceHolder,
 )
 from ascendctl.facts.node import NodeFacts
 from ascendctl.facts.versions import try_parse_version
@@ -182,10 +183,10 @@ def hdk(node: str, facts: NodeFacts, exp: Expectations) -> Outcome:
     if have is None:
         return Outcome.skip("driver version not read (see versions.driver_firmware)")
     if have < row.hdk:
-        return Outcome(Status.FAIL, f"driver {driver.version} is older than HDK {row.hdk}, which "  # type: ignore[union-attr]
+        return Outcome(Status.FAIL, f"driver {driver.version} is older than HDK {row.hdk}, which "
                        f"vllm-ascend {va} was validated with",
                        f"install HDK {row.hdk} (driver and firmware), then reboot")
-    return Outcome.ok(f"driver {driver.version} >= HDK {row.hdk} of vllm-ascend {va}")  # type: ignore[union-attr]
+    return Outcome.ok(f"driver {driver.version} >= HDK {row.hdk} of vllm-ascend {va}")
 
 
 @node_check(
@@ -204,14 +205,15 @@ def npu_holders(node: str, facts: NodeFacts, exp: Expectations) -> Outcome:
         return Outcome.skip("device holders not read (" + (facts.problem("npu_holders") or
                                                            "not gathered") + ")")
     listed = {p.pid for p in facts.npu_smi.processes} if facts.npu_smi else set()
-    others, allowed = [], []
+    others: list[str] = []
+    allowed: list[DeviceHolder | ContainerInfo] = []
     for proc in holders.processes:
         own = engine.allow_own and (proc.unit or "").startswith("ascendctl-")
         if own or proc.pid in exp.allowed_npu_pids:
             allowed.append(proc)
         elif proc.pid not in listed:           # npu.processes reports those
             others.append(f"pid {proc.pid} ({proc.comm}"
-                          + (f", {proc.unit}" if proc.unit else "") + f") has "
+                          + (f", {proc.unit}" if proc.unit else "") + ") has "
                           + " ".join(d.removeprefix("/dev/") for d in proc.devices) + " open")
     containers = facts[ENGINE_CONTAINERS]
     for box in containers.holding_npus if containers else ():

@@ -59,7 +59,8 @@ def dp_ranks(facts: Mapping[str, NodeFacts], exp: Expectations) -> dict[str, Out
                              "the sum of the local sizes before it, followers --headless")
         else:
             ne = plan[n]
-            out[n] = Outcome.ok(f"DP ranks {ne.dp_start_rank}..{ne.dp_start_rank + ne.dp_size_local - 1}")
+            start, size = ne.dp_start_rank or 0, ne.dp_size_local or 0  # both set: nothing found
+            out[n] = Outcome.ok(f"DP ranks {start}..{start + size - 1}")
     return out
 
 

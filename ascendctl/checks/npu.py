@@ -140,7 +140,7 @@ def health(node: str, facts: NodeFacts, exp: Expectations) -> Outcome:
     if not npu_table_usable(facts):
         return Outcome.skip("no NPU table (see npu.smi)")
     bad = []
-    for c in facts.npu_smi.chips:  # type: ignore[union-attr]
+    for c in facts.npu_smi.chips:
         h = facts.health_of(c.npu_id, c.chip_id)
         status = c.health
         if h is not None and h.status and h.status != "OK":
@@ -156,7 +156,7 @@ def health(node: str, facts: NodeFacts, exp: Expectations) -> Outcome:
                        f"{len(bad)} chip(s) not healthy: " + ", ".join(f"NPU {n}/{c} {s}" for n, c, s, _, _ in bad),
                        f"npu-smi info -t health -i {first[0]} -c {first[1]}  # read the codes; then "
                        f"`npu-smi set -t reset -i {first[0]} -c {first[1]}` or reboot", details)
-    return Outcome.ok(f"all {len(facts.npu_smi.chips)} chip(s) OK")  # type: ignore[union-attr]
+    return Outcome.ok(f"all {len(facts.npu_smi.chips)} chip(s) OK")
 
 
 @node_check(
@@ -189,7 +189,7 @@ def error_codes(node: str, facts: NodeFacts, exp: Expectations) -> Outcome:
 def processes(node: str, facts: NodeFacts, exp: Expectations) -> Outcome:
     if not npu_table_usable(facts):
         return Outcome.skip("no NPU table (see npu.smi)")
-    procs = [p for p in facts.npu_smi.processes if p.pid not in exp.allowed_npu_pids]  # type: ignore[union-attr]
+    procs = [p for p in facts.npu_smi.processes if p.pid not in exp.allowed_npu_pids]
     if procs:
         pids = sorted({p.pid for p in procs})
         held = sum(p.memory_mb for p in procs)

@@ -89,7 +89,7 @@ def above4g(node: str, facts: NodeFacts, exp: Expectations) -> Outcome:
         return Outcome(Status.FAIL,
                        "large BARs below 4 GiB or unassigned: " + ", ".join(
                            f"{d.address} region {r.index} at "
-                           f"{'unassigned' if r.address is None else hex(r.address)} size {r.size >> 20}M"
+                           f"{'unassigned' if r.address is None else hex(r.address)} size {(r.size or 0) >> 20}M"
                            for d, r in low[:6]),
                        "Enable `Above 4G Decoding` (and 64-bit MMIO) in the BIOS, then reboot")
     if not any(r.size and r.prefetchable for d in npus for r in d.regions):

@@ -261,7 +261,7 @@ def _reference(values_by_node: Mapping[str, list], head: str | None):
         return None
     ranked = counts.most_common()
     if len(ranked) > 1 and ranked[0][1] == ranked[1][1]:
-        ref_node = head if head in values_by_node else sorted(values_by_node)[0]
+        ref_node = head if head is not None and head in values_by_node else sorted(values_by_node)[0]
         local = Counter(values_by_node[ref_node]).most_common(1)
         if local:
             return local[0][0]
@@ -361,8 +361,9 @@ def ip_unique(facts: Mapping[str, NodeFacts], exp: Expectations) -> dict[str, Ou
         mine = [p for p in present_ports(f, exp) if (node, p.device) in wrong]
         if mine:
             p0 = mine[0]
-            others = {p.ip: [f"{n}/{q.device}" for n, q in holders[p.ip] if (n, q.device) != (node, p.device)]
-                      for p in mine}
+            others: dict[str | None, list[str]] = {
+                p.ip: [f"{n}/{q.device}" for n, q in holders[p.ip] if (n, q.device) != (node, p.device)]
+                for p in mine if p.ip}      # every port in `wrong` has an IP
             want = exp.node(node).device_ips.get(p0.device, "<its own ip>")
             out[node] = Outcome(Status.FAIL,
                                 "duplicated device IP: " + ", ".join(

@@ -180,7 +180,7 @@ def python_stack(node: str, facts: NodeFacts, exp: Expectations) -> Outcome:
             return Outcome(Status.FAIL, "the wheelhouse has no wheel of: " + names.replace(" ", ", "),
                            f"pip wheel {names} -w <engine.wheelhouse>  # versions from the matrix")
         return Outcome(Status.FAIL, "not installed: " + names.replace(" ", ", "),
-                       f"{facts.python.executable or 'python3'} -m pip install "  # type: ignore[union-attr]
+                       f"{facts.python.executable or 'python3'} -m pip install "
                        + names + "  # versions from the matrix")
     va = try_parse_version(packages.get("vllm_ascend"))
     if va is None:
@@ -204,7 +204,7 @@ def python_stack(node: str, facts: NodeFacts, exp: Expectations) -> Outcome:
     if wrong:
         pins = " ".join(f"{_PIP_NAMES[n]}=={v.text}" for n, v in
                         (("vllm", row.vllm), ("torch", row.torch), ("torch_npu", row.torch_npu)))
-        where = "pip wheel" if venv else f"{facts.python.executable or 'python3'} -m pip install"  # type: ignore[union-attr]
+        where = "pip wheel" if venv else f"{facts.python.executable or 'python3'} -m pip install"
         return Outcome(Status.FAIL, f"vllm-ascend {va} needs: " + "; ".join(wrong),
                        f"{where} {pins}"
                        + (f"  # and CANN {row.cann}" if any(w.startswith("CANN") for w in wrong) else ""))

@@ -30,10 +30,14 @@ def release_set(
     matrix = load_matrix()
     if list_all == (version is not None):
         raise InputError("give a release (e.g. v0.23.0) or --list", field="VERSION")
-    rows = list(matrix.releases) if list_all else [matrix.find(version.lstrip("vV"))]
-    if rows == [None]:
-        raise InputError(f"vllm-ascend {version} is in no release set (known: "
-                         f"{matrix.known()})", field="VERSION")
+    if version is None:                  # --list (checked above)
+        rows = list(matrix.releases)
+    else:
+        found = matrix.find(version.lstrip("vV"))
+        if found is None:
+            raise InputError(f"vllm-ascend {version} is in no release set (known: "
+                             f"{matrix.known()})", field="VERSION")
+        rows = [found]
     data = [r.to_dict(matrix.image_variants, matrix.image_repository) for r in rows]
     if as_json:
         print_json(data if list_all else data[0])

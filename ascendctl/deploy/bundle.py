@@ -7,7 +7,7 @@ exporter and the watchdog read npu-smi with the same parsers as preflight.
 from __future__ import annotations
 
 import importlib.util
-from functools import lru_cache
+from functools import lru_cache, cache
 from pathlib import Path
 from types import ModuleType
 
@@ -33,7 +33,7 @@ def runtime_bundle() -> tuple[RenderedFile, ...]:
     return tuple(files)
 
 
-@lru_cache(maxsize=None)
+@cache
 def runtime_module(name: str) -> ModuleType:
     """Load a runtime module from runtime/ (it is shipped to nodes, not installed here)."""
     path = runtime_dir() / f"{name}.py"

@@ -76,7 +76,9 @@ def write_layer_tar(source: Path, dest: Path) -> LayerTar:
     tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
     with open(tmp, "wb") as raw:
         writer = _HashingWriter(raw)
-        with tarfile.open(fileobj=writer, mode="w|", format=tarfile.PAX_FORMAT) as tar:
+        # stream mode ("w|") only writes; typeshed's _Fileobj also wants read/seek/tell
+        with tarfile.open(fileobj=writer, mode="w|",  # type: ignore[call-overload]
+                          format=tarfile.PAX_FORMAT) as tar:
             for full, arc in _entries(str(source)):
                 st = os.lstat(full)
                 if stat.S_ISSOCK(st.st_mode):

@@ -15,7 +15,7 @@ import json
 import os
 import posixpath
 import tarfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 CACHE_NAME = "engine-archive-files.json"
@@ -37,7 +37,7 @@ def _layers(outer: tarfile.TarFile) -> list[str]:
     return [str(x) for x in manifest[0].get("Layers") or ()]
 
 
-def _aliases(files: dict[str, object], links: dict[str, str]) -> dict[str, str]:
+def _aliases(files: Mapping[str, object], links: Mapping[str, str]) -> dict[str, str]:
     """Every path a file can be reached by (through symlinked directories, two levels
     deep: `latest -> 8.5.1`, `latest/x86_64-linux -> ../8.5.1/x86_64-linux`) -> its name."""
     names = {name: name for name in files}

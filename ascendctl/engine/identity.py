@@ -22,7 +22,7 @@ import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import IO, Any, BinaryIO
 
 from ascendctl.errors import AscendctlError, InputError
 
@@ -177,7 +177,7 @@ def _read_stream(path: Path, size: int, tar: tarfile.TarFile,
             digests[member.name] = "sha256:" + hashlib.sha256(data).hexdigest()
         else:
             digest = hashlib.sha256()
-            for block in iter(lambda: extracted.read(1 << 20), b""):
+            for block in iter(lambda: extracted.read(1 << 20), b""):  # noqa: B023 (used here)
                 digest.update(block)
             digests[member.name] = "sha256:" + digest.hexdigest()
 
@@ -233,7 +233,7 @@ def _image(path: Path, size: int, entry: dict, config_name: str, config: bytes) 
                         labels={str(k): str(v) for k, v in labels.items()})
 
 
-def _check_layer(path: Path, name: str, stream: BinaryIO, diff_id: str) -> None:
+def _check_layer(path: Path, name: str, stream: IO[bytes], diff_id: str) -> None:
     head = stream.read(2)
     digest = hashlib.sha256()
     if head == GZIP_MAGIC:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from ascendctl.engine.formats import (
     ContainerInfo, DeviceHolder, ImageCann, LoadOutput, RuntimeVersion,
@@ -19,6 +19,11 @@ from ascendctl.transport.nodecall import NodeCallError, call_node
 
 class EngineOpError(NodeCallError):
     """An engine operation failed on a node."""
+
+
+class _RuntimeArgs(TypedDict):
+    runtime: str
+    path: str
 
 
 @dataclass(frozen=True)
@@ -89,10 +94,10 @@ class EngineNodeOps:
                          error=EngineOpError)
 
     @property
-    def _runtime(self) -> dict[str, str]:
+    def _runtime(self) -> _RuntimeArgs:
         if self.spec.runtime is None:
             raise ValueError("this engine has no container runtime")
-        return {"runtime": self.spec.runtime, "path": self.spec.runtime_executable}
+        return _RuntimeArgs(runtime=self.spec.runtime, path=self.spec.runtime_executable)
 
     def runtime(self) -> RuntimeState:
         answer = self.call("runtime_version", **self._runtime)

@@ -118,7 +118,7 @@ def build_gather_script(params: GatherParams, nonce: str | None = None) -> str:
         # each job frames its own section (in parallel); the end is one `cat` in order
         "{ printf '@@%s BEGIN clock_start\\n' \"$N\"; date +%s.%N; "
         "printf '\\n@@%s STDERR clock_start\\n\\n@@%s END clock_start rc=0\\n' \"$N\" \"$N\"; } >\"$T/clock_start.sec\"",
-        f"NPUSMI=$(command -v npu-smi || echo /usr/local/sbin/npu-smi)",
+        "NPUSMI=$(command -v npu-smi || echo /usr/local/sbin/npu-smi)",
         f"HCCN=$(command -v hccn_tool || echo {q(root + '/driver/tools/hccn_tool')})",
         f"MAXJ={int(params.max_jobs)}",
         "run() { local n=\"$1\" f=\"$T/$2\"; shift 2; ( eval \"$1\" ) >\"$f.out\" 2>\"$f.err\" </dev/null; "

@@ -330,12 +330,12 @@ def _roce(r: Reading) -> tuple[RocePort, ...]:
         errors: list[str] = []
 
         def get(option: str):
-            entry = outputs[option].get(dev)
+            entry = outputs[option].get(dev)  # noqa: B023 (called in this iteration)
             if entry is None:
                 return None
             value, sec = entry
             if value is None and sec.rc != 0:
-                errors.append(f"-{option}: rc={sec.rc} {sec.text.strip()[:160]}")
+                errors.append(f"-{option}: rc={sec.rc} {sec.text.strip()[:160]}")  # noqa: B023
             return value
 
         address, gateway, tls = get("ip"), get("gateway"), get("tls")

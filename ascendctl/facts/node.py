@@ -43,7 +43,7 @@ class NodeFacts:
 
     def __getitem__(self, fact: FactBase[V]) -> V:
         try:
-            return self._values[fact.name]  # type: ignore[return-value]
+            return self._values[fact.name]
         except KeyError:
             raise KeyError(f"{fact!r} is not a registered fact (see ascendctl.facts.registry)") from None
 

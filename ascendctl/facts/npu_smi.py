@@ -211,7 +211,7 @@ def parse_npu_smi_info(text: str) -> NpuSmiInfo:
     if m_err:
         error = m_err.group(0)
     elif not chips:
-        meaningful = [l for l in lines if l.strip()]
+        meaningful = [line for line in lines if line.strip()]
         error = "npu-smi info printed no device table" if not meaningful else (
             "npu-smi info printed no device table: " + meaningful[0].strip()[:200])
     return NpuSmiInfo(

@@ -10,7 +10,7 @@ several chips repeat sections separated by blank lines; in `usages`/`common` the
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from ascendctl.facts.fact import Derived, Fact, KeyedFact, Reading
 from ascendctl.facts.params import NPU_SMI_TOOL, GatherParams
@@ -136,7 +136,8 @@ def parse_board(text: str) -> BoardInfo:
     err = npu_smi_error(text)
     kv = _merged(text)
     if "NPU ID" not in kv and "Chip Name" not in kv:
-        return BoardInfo(*([None] * 15), error=err or "no board fields")
+        unknown = dict.fromkeys((f.name for f in fields(BoardInfo) if f.name != "error"), None)
+        return BoardInfo(**unknown, error=err or "no board fields")
     return BoardInfo(
         npu_id=_int(kv.get("NPU ID")),
         chip_id=_int(kv.get("Chip ID")),

@@ -172,7 +172,7 @@ NETWORK_FS_TYPES = {"nfs", "nfs4", "cifs", "smb3", "smbfs", "ceph", "glusterfs",
 
 def parse_df(text: str, path: str = "") -> DiskSpace:
     """`df -P -B1 [-T] PATH` (header-aware: with or without the Type column)."""
-    lines = [l for l in text.splitlines() if l.strip()]
+    lines = [line for line in text.splitlines() if line.strip()]
     if len(lines) < 2:
         raise FactParseError("df printed no filesystem line")
     header = lines[0].split()

@@ -11,7 +11,7 @@ import difflib
 import ipaddress
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ascendctl.engine.inventory_check import check_engine_inventory
 from ascendctl.errors import InputError
@@ -24,7 +24,10 @@ from ascendctl.inventory.model import (
 from ascendctl.inventory.secretscan import find_secret
 from ascendctl.inventory.yamlsrc import SourceMap, YamlPath, dotted, load_yaml_with_lines
 
-CLUSTER_SECTIONS: dict[str, type[Section]] = {
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+CLUSTER_SECTIONS: dict[str, type[BaseModel]] = {
     "cluster": ClusterSpec,
     "model": ModelSpec,
     "serving": ServingSpec,
@@ -227,7 +230,7 @@ class _Builder:
             sections[key] = self.validate(model, value, base + (key,))
         return sections
 
-    def validate(self, model: type[Section], value: Any, path: YamlPath) -> Any:
+    def validate(self, model: type[BaseModel], value: Any, path: YamlPath) -> Any:
         from pydantic import ValidationError
 
         if not isinstance(value, dict):
@@ -237,7 +240,7 @@ class _Builder:
         except ValidationError as err:
             raise self.pydantic_error(model, err, path) from None
 
-    def pydantic_error(self, model: type[Section], err: Any, path: YamlPath) -> InputError:
+    def pydantic_error(self, model: type[BaseModel], err: Any, path: YamlPath) -> InputError:
         errors = err.errors(include_url=False)
         first = errors[0]
         loc = tuple(part for part in first["loc"] if not _is_pydantic_branch(part))
@@ -576,7 +579,7 @@ class _Builder:
         return groups
 
 
-def _field_names(model: type[Section], loc: tuple[Any, ...]) -> list[str]:
+def _field_names(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
     current: Any = model
     for part in loc:
         fields = getattr(current, "model_fields", None)

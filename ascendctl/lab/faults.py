@@ -125,7 +125,7 @@ def inject(lab: Lab, node: str, kind: str, value: str | None = None) -> str:
         raise InputError(f"{node} is powered off; `lab heal {node}` first", field="NODE")
     state = _read_state(lab, node)
     netns = target.netns
-    port = None
+    port = 0                     # only the per-port kinds below use it (from VALUE)
     if kind in ("npu-unhealthy", "hbm-leftover", "roce-link-down", "device-ip-missing",
                 "device-ip-duplicate", "net-health-fail", "netdetect-missing"):
         raw = value.split(":", 1)[0] if value else None

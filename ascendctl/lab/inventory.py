@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 
 PROXY_PORT = 8080
@@ -21,7 +22,7 @@ def build(*, name: str, chip: str, npus: int, roce_mtu: int, netmask: str, key: 
     per_group = len(nodes) // replicas
     if per_group < 1 or per_group * replicas != len(nodes):
         raise ValueError(f"{len(nodes)} nodes do not make {replicas} equal serving groups")
-    data = {
+    data: dict[str, Any] = {
         "all": {
             "vars": {
                 "cluster": {"name": name, "chip": chip, "npus_per_node": npus,

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ascendctl.errors import InputError
 from ascendctl.lab import image as lab_image
@@ -19,6 +20,9 @@ from ascendctl.lab import node as lab_node
 from ascendctl.lab import paths, provision, registry
 from ascendctl.lab.hostcmd import LabError, check_host, run
 from ascendctl.lab.sim import state as sim_state
+
+if TYPE_CHECKING:
+    from ascendctl.lab.network import LabNet
 
 Progress = Callable[[str], None]
 DEFAULT_NAME = "lab"
@@ -383,7 +387,7 @@ class Lab:
         self._record = None
         say(f"lab {self.name!r} removed")
 
-    def _cleanup_node_host_side(self, lab_n: LabNode, lab_net: net.LabNet) -> None:
+    def _cleanup_node_host_side(self, lab_n: LabNode, lab_net: LabNet) -> None:
         upper = str(lab_n.upper)
         # nspawn unmounts its overlay when it exits; a leftover one would pin the upper dir.
         for line in Path("/proc/mounts").read_text().splitlines():

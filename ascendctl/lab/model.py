@@ -49,7 +49,12 @@ def train_tokenizer(out: Path) -> dict[str, int]:
                                   show_progress=False)
     tokenizer.train_from_iterator(CORPUS * 20, trainer=trainer)
     tokenizer.save(str(out / "tokenizer.json"))
-    ids = {tok: tokenizer.token_to_id(tok) for tok in SPECIAL_TOKENS}
+    ids: dict[str, int] = {}
+    for tok in SPECIAL_TOKENS:
+        token_id = tokenizer.token_to_id(tok)
+        if token_id is None:
+            raise RuntimeError(f"the trained tokenizer lacks the special token {tok!r}")
+        ids[tok] = token_id
     config = {
         "tokenizer_class": "PreTrainedTokenizerFast",
         "model_max_length": 2048,

@@ -125,7 +125,7 @@ def wait_running(leader_fn, timeout: float = 90) -> str:
 
 def stop(nspawn_pid: int | None, machine: str, timeout: float = 30) -> None:
     """Power the node off cleanly, then make sure its nspawn is gone."""
-    if not is_our_nspawn(nspawn_pid, machine):
+    if nspawn_pid is None or not is_our_nspawn(nspawn_pid, machine):
         return
     leader = leader_pid(nspawn_pid)
     if leader:
@@ -138,7 +138,7 @@ def stop(nspawn_pid: int | None, machine: str, timeout: float = 30) -> None:
             wait_gone(nspawn_pid, machine, 10)
 
 
-def wait_gone(pid: int | None, machine: str, timeout: float) -> bool:
+def wait_gone(pid: int, machine: str, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if not is_our_nspawn(pid, machine):

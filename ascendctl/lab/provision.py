@@ -11,6 +11,7 @@ import secrets
 import shutil
 import subprocess
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from ascendctl.lab.hostcmd import run
@@ -57,7 +58,7 @@ def wrapper(module: str) -> str:
             "sys.exit(main())\n")
 
 
-def hccn_conf(addresses: list[str | None], netmask: str, detect: str, gateway: str) -> str:
+def hccn_conf(addresses: Sequence[str | None], netmask: str, detect: str, gateway: str) -> str:
     lines = []
     for port, address in enumerate(addresses):
         if address:

@@ -182,7 +182,7 @@ def allocate(cfg: ModelConfig, layout: Layout, stage_layers: tuple[int, int], *,
              num_spec: int, mtp_layers: int) -> Allocation:
     page = pages(cfg, layout, kv_bytes=kv_bytes, dtype_bytes=dtype_bytes, num_spec=num_spec)
     groups = kv_cache_groups(cfg, mtp_layers)
-    here = set(range(*stage_layers))
+    here: set[int | str] = set(range(*stage_layers))
     if last_stage:
         here |= {f"mtp{i}" for i in range(mtp_layers)}
     stage_group_size = max((sum(1 for layer in g.layers if layer in here) for g in groups),

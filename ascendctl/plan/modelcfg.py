@@ -9,6 +9,7 @@ Multimodal configs nest the decoder under `text_config`; the vision tower is siz
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -138,7 +139,7 @@ class ModelConfig:
         return ", ".join(parts)
 
 
-def load_model_config(path: str | Path) -> ModelConfig:
+def load_model_config(path: str | os.PathLike[str]) -> ModelConfig:
     path = Path(path)
     from ascendctl.inventory.inputfile import load_json_file
 

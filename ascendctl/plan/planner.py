@@ -9,7 +9,7 @@ from ascendctl.errors import AscendctlError
 from ascendctl.exitcodes import Exit
 from ascendctl.plan import memory as mem
 from ascendctl.plan.layout import Layout
-from ascendctl.plan.modelcfg import DTYPE_BYTES, LINEAR, ModelConfig
+from ascendctl.plan.modelcfg import DTYPE_BYTES, ModelConfig
 from ascendctl.plan.pp_split import PartitionError, stage_ranges
 from ascendctl.plan.quant import WeightFormat, weight_format
 from ascendctl.plan.weights import stage_weight_bytes, total_params

@@ -430,11 +430,11 @@ def validate_args(module_cls: type[Module], args: dict[str, Any], fail: Any, *,
                 close = difflib.get_close_matches(str(loc[-1]), valid, n=1, cutoff=0.6)
                 hint = f"; did you mean {close[0]!r}?" if close else \
                     f" (arguments: {', '.join(valid)})"
-                raise fail(f"{module_cls.name}: unknown argument {loc[-1]!r}{hint}", loc)
+                raise fail(f"{module_cls.name}: unknown argument {loc[-1]!r}{hint}", loc) from None
             if kind == "missing":
-                raise fail(f"{module_cls.name}: missing required argument {loc[-1]!r}", loc)
+                raise fail(f"{module_cls.name}: missing required argument {loc[-1]!r}", loc) from None
             message = error["msg"].removeprefix("Value error, ")
-            raise fail(f"{module_cls.name}: {message}", loc)
+            raise fail(f"{module_cls.name}: {message}", loc) from None
     return None
 
 

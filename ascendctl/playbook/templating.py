@@ -252,6 +252,8 @@ class Templar:
         """All conditions true (a list is AND-ed, like Ansible's `when`)."""
         if isinstance(source, (list, tuple)):
             return all(self.truth(item, variables) for item in source)
+        if not isinstance(source, (str, bool)):
+            raise TemplateError(f"{source!r}: a condition is text, a boolean or a list")
         return bool(self.expr(source, variables))
 
     def render(self, value: Any, variables: Mapping[str, Any]) -> Any:

@@ -86,6 +86,7 @@ def build_expectations(inv: Inventory, *, options: PreflightOptions | None = Non
     chip, cards, dies = chip_expectation(inv)
     roce = inv.cluster.roce
     size = model_bytes if model_bytes is not None else model_source_bytes(inv)
+    disk_path: str | None
     if inv.model.source is not None:
         # weights are pushed into the store under the deploy root
         disk_path, need = inv.deploy.root, (size or 0) + int(options.disk_headroom_gib * GIB)

@@ -279,7 +279,8 @@ def _messages(value: Any, fail: Fail) -> tuple[ChatMessage, ...]:
             raise fail(f"[{index}] must be a mapping of exactly `role` and `content`")
         if message["role"] not in ROLES:
             raise fail(f"[{index}].role {message['role']!r} is not one of {', '.join(ROLES)}")
-        messages.append(ChatMessage(message["role"],
-                                    _text(message["content"],
-                                          lambda m, i=index: fail(f"[{i}].content {m}"))))
+        def content_fail(reason: str, i: int = index) -> InputError:
+            return fail(f"[{i}].content {reason}")
+
+        messages.append(ChatMessage(message["role"], _text(message["content"], content_fail)))
     return tuple(messages)

@@ -26,7 +26,7 @@ def read_events(inv: Inventory, *, tail: int) -> list[dict[str, Any]]:
         from ascendctl.errors import AscendctlError
 
         raise AscendctlError(f"{head.name}: {result.error}")
-    return list(result.value.get("events", []))
+    return list((result.value or {}).get("events", []))
 
 
 def describe(event: dict[str, Any]) -> str:

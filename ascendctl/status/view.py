@@ -125,8 +125,8 @@ def status_table(status: ClusterStatus):
         probe = head.probe or {}
         answer = f"ok in {probe.get('seconds', 0):.2f} s" if probe.get("ok") \
             else f"[red]{(probe.get('error') or 'failed')[:80]}[/red]"
-        first = (group.name, head.name) if replicated else ()
-        engine.add_row(*first, answer, *[_metric(head.metrics.get(name), name)
+        lead = (group.name, head.name) if replicated else ()
+        engine.add_row(*lead, answer, *[_metric(head.metrics.get(name), name)
                                          for _l, name in METRIC_COLUMNS])
         rows += 1
     if rows:

@@ -279,7 +279,8 @@ class HostConnection(RemoteCommands):
                 self.stats.connects += 1
                 self.stats.connect_seconds += time.monotonic() - started
                 return
-            except ConnectError as err:
+            except ConnectError as caught:
+                err = caught
                 if self._cancel.is_set():
                     err = ConnectError(self.name, ConnectKind.INTERRUPTED, "interrupted")
                 if not err.retryable or attempt == attempts or self._cancel.is_set():

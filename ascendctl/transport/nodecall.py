@@ -11,7 +11,7 @@ fixed, everything else travels on stdin (JSON never holds a raw NUL byte).
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from ascendctl.errors import AscendctlError
@@ -54,7 +54,7 @@ class NodeCallError(AscendctlError):
         self.node, self.op, self.reason = node, op, message
 
 
-@lru_cache(maxsize=None)
+@cache
 def _source(name: str) -> bytes:
     return (runtime_dir() / f"{name}.py").read_bytes()
 

@@ -85,7 +85,7 @@ class HostPool(Generic[R]):
         futures: dict[Future[HostResult[T]], str] = {
             executor.submit(self._in_worker, name, fn): name for name in names}
         done_results: dict[str, HostResult[T]] = {}
-        self.last_results = done_results  # type: ignore[assignment]
+        self.last_results = done_results
         pending = set(futures)
         try:
             while pending:

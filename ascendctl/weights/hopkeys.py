@@ -24,10 +24,14 @@ import ipaddress
 import secrets
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from ascendctl.errors import AscendctlError
 from ascendctl.weights.relay import RELAY_KEYS_DIR, Hop, NodeAccess, chain_specs
 from ascendctl.weights.remote import call_helper
+
+if TYPE_CHECKING:
+    from ascendctl.transport.pool import HostPool
 
 # How long an authorisation stays valid if the push cannot remove it (killed with -9).
 HOP_KEY_TTL_S = 24 * 3600
@@ -53,7 +57,7 @@ def upstream_addresses(access: NodeAccess) -> list[str]:
 class HopKeys:
     """The hop keys of one push over a pool of controller connections."""
 
-    pool: object
+    pool: HostPool[Any]
     accesses: dict[str, NodeAccess]
     push_id: str
     hops: list[Hop]

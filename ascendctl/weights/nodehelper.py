@@ -33,8 +33,9 @@ def helper_digest() -> str:
 @functools.lru_cache(maxsize=1)
 def helper_module() -> ModuleType:
     spec = importlib.util.spec_from_file_location("ascendctl_weights_node", helper_path())
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load the node helper {helper_path()}")
     module = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
     spec.loader.exec_module(module)
     return module
 

@@ -13,7 +13,7 @@ from pathlib import Path, PurePosixPath
 from ascendctl.errors import InputError
 
 
-def check_relative(name: str, *, where: str, field: str | None = None,
+def check_relative(name: object, *, where: str, field: str | None = None,
                    line: int | None = None) -> str:
     """A normalised relative POSIX path, or InputError if it could leave the directory."""
     if not isinstance(name, str) or not name:

@@ -14,6 +14,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ascendctl.errors import InputError
 from ascendctl.weights.cache import HashCache
@@ -48,7 +49,7 @@ class NodePlan:
         return sorted(t for f in self.files for t in f.tensors)
 
     def materialise_request(self, dest: str) -> dict:
-        request = {"dest": dest,
+        request: dict[str, Any] = {"dest": dest,
                    "files": [{"path": f.path, "sha256": f.entry.sha256} for f in self.files]}
         if self.index is not None:
             request["write"] = {INDEX_NAME: json.dumps(self.index, indent=2) + "\n"}
@@ -82,7 +83,7 @@ class WeightsPlan:
         return out
 
     def to_dict(self, *, tensors: bool = False) -> dict:
-        data = {
+        data: dict[str, Any] = {
             "model_dir": str(self.model_dir),
             "layout": {"mode": self.mode, "tensor_parallel_size": self.tp,
                        "pipeline_parallel_size": self.pp},
@@ -257,8 +258,8 @@ def _pipeline_plan(root: Path, nodes: list[NodeSpec], names: list[str], index: d
         by_dir.setdefault(source.parent, []).append(source.name)
     for name in others:
         by_dir.setdefault((root / name).parent, []).append((root / name).name)
-    for directory, files in by_dir.items():
-        for entry in build_manifest(directory, cache=cache, files=files).files:
+    for directory, dir_files in by_dir.items():
+        for entry in build_manifest(directory, cache=cache, files=dir_files).files:
             hashed[directory / entry.path] = entry
 
     def planned(name: str, source: Path, tensors: tuple[str, ...] = ()) -> PlannedFile:
@@ -269,8 +270,9 @@ def _pipeline_plan(root: Path, nodes: list[NodeSpec], names: list[str], index: d
     metadata = (index or {}).get("metadata") or {}
     node_plans = []
     for node in nodes:
-        stages = stage_sets[node.name]
-        assert stages is not None   # mp mode with pp > 1: every node runs some stage
+        node_set = stage_sets[node.name]
+        assert node_set is not None   # mp mode with pp > 1: every node runs some stage
+        stages = node_set
         files = [planned(n, root / n) for n in others]
         weight_map: dict[str, str] = {}
         total = 0

@@ -8,8 +8,12 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from typing import TYPE_CHECKING
 
 from ascendctl.console import is_terminal
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
 
 PLAIN_EVERY = 2.0
 
@@ -34,8 +38,8 @@ class PushProgress:
         self.rich = self.enabled and is_terminal(sys.stderr)
         self.started = time.monotonic()
         self._last_plain = 0.0
-        self._progress = None
-        self._tasks: dict[str, int] = {}
+        self._progress: Progress | None = None
+        self._tasks: dict[str, TaskID] = {}
 
     def __enter__(self) -> "PushProgress":
         if self.rich:

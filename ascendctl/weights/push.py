@@ -229,7 +229,7 @@ def _collect(plan: WeightsPlan, chains, results: list[ChainResult], nodes: dict,
         for planned in node.files:
             names_of.setdefault(planned.entry.sha256, []).append(planned.path)
     errors: list[str] = []
-    for (chain, records), result in zip(chains, results):
+    for (_chain, records), result in zip(chains, results):
         for link in result.links():
             if link[0] == "jump-host" and result.from_node:
                 key = ("jump-host", link[1])

@@ -21,8 +21,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ascendctl.weights.openssh import ssh_destination, ssh_options
+
+if TYPE_CHECKING:
+    from ascendctl.inventory.hosts import Host
 
 CHUNK = 1 << 20
 RELAY_KNOWN_HOSTS = "tmp/relay_known_hosts"
@@ -69,7 +73,7 @@ class ChainResult:
 class NodeAccess:
     """How to reach a node and run the helper there."""
 
-    host: object                 # inventory Host
+    host: Host
     root: str
     python: str
     helper: str

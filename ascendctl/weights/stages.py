@@ -73,7 +73,7 @@ class StageSplit:
     def stages_of(self, name: str) -> frozenset[int]:
         role = classify(name)
         last = self.pp - 1
-        if role.kind == "layer":
+        if role.kind == "layer" and role.layer is not None:
             return frozenset({self.stage_of_layer(role.layer)})
         if role.kind in ("embed",):
             return frozenset({0, last}) if self.embed_on_last else frozenset({0})

@@ -268,7 +268,7 @@ def test_serving_down_fires_while_a_rank_is_dead_and_clears_after_recovery(clust
     wait_for("AscendctlServingDown cleared",
              lambda: alert_state(api, "AscendctlServingDown") is None, guard_s=120)
     assert_recovered_event(cluster, before, "node1", 1, "crashed")
-    starts = query(api, f'ascendctl_engine_starts_total{{node="node1"}}')
+    starts = query(api, 'ascendctl_engine_starts_total{node="node1"}')
     assert starts and float(starts[0]["value"][1]) >= 1
 
 

@@ -254,7 +254,7 @@ def test_hostile_inventory_values_are_never_executed(lab, tmp_path):
 @pytest.mark.parametrize("mutation,field", [
     (lambda d: d["all"]["children"]["nodes"]["hosts"].update(
         {"n;touch /tmp/x": d["all"]["children"]["nodes"]["hosts"].pop("node1")}),
-     "all.children.nodes.hosts.n;touch /tmp/x"),
+     "all.children.nodes.hosts['n;touch /tmp/x']"),
     (lambda d: d["all"]["vars"].update(deploy={"root": "/tmp/a\ntouch /tmp/x"}),
      "all.vars.deploy.root"),
     (lambda d: d["all"]["vars"]["ssh"].update(user="root;id"), "all.vars.ssh.user"),

@@ -1,12 +1,10 @@
 """The check catalogue: ids, documentation, selection, the matrix data, import weight."""
 
-import json
 import re
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 
 from ascendctl.checks import SPECS, Severity, load_matrix, selected
 from ascendctl.facts.versions import parse_version

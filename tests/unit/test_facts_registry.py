@@ -13,7 +13,6 @@ from ascendctl.facts import (
     Fact,
     GatherParams,
     KeyedFact,
-    NodeFacts,
     Reading,
     Section,
     all_facts,

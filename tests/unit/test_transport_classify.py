@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import errno
-import socket
 
 import paramiko
 import pytest
@@ -48,7 +47,7 @@ def test_socket_level_failures(code, kind, text):
 
 
 def test_timeouts():
-    assert classify(socket.timeout("timed out")).kind == ConnectKind.TIMEOUT
+    assert classify(TimeoutError("timed out")).kind == ConnectKind.TIMEOUT
     banner = paramiko.SSHException("Error reading SSH protocol banner")
     assert classify(banner, elapsed=3.0).kind == ConnectKind.TIMEOUT
     assert classify(banner, elapsed=0.1).kind == ConnectKind.PROTOCOL

@@ -76,7 +76,7 @@ def test_disk_check_refuses_with_numbers_naming_the_node(plan):
     with pytest.raises(DiskSpaceError) as err:
         check_disk(plan, states)
     message = str(err.value)
-    assert "nothing was sent" in message and f"node2 needs" in message
+    assert "nothing was sent" in message and "node2 needs" in message
     assert f"({need} bytes)" in message and "node1" not in message
     states["node2"].free_bytes = need + (2 << 20)
     check_disk(plan, states)

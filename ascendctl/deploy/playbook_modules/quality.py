@@ -74,6 +74,10 @@ class QualityBaseline(Module):
                              "a group still serving it, or fails")
                 continue
             conn = ctx.connection_for(head.name)
+
+            def say(message: str, node: str = head.name) -> None:
+                run.log.note(message, node=node)
+
             try:
                 if has_recorded_answers(inv, old, conn, node=head):
                     notes.append(f"{head.name}: {old} has recorded answers")
@@ -81,8 +85,7 @@ class QualityBaseline(Module):
                 if ctx.check:
                     done.append(f"would record {old}'s answers on {head.name}")
                     continue
-                report = run_quality_gate(inv, old, conn, node=head, baseline=True,
-                                          say=lambda m, n=head.name: run.log.note(m, node=n))
+                report = run_quality_gate(inv, old, conn, node=head, baseline=True, say=say)
             except AscendctlError as err:
                 notes.append(f"{head.name}: cannot record {old}'s answers ({err})")
                 continue

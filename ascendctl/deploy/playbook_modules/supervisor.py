@@ -93,7 +93,7 @@ class SupervisorHoldModule(Module):
             return self._release(ctx, hold, path)
         run.require_no_failure(ctx)
         held = []
-        for group, hosts in run.groups_of(run.hosts(ctx.play_hosts)).items():
+        for hosts in run.groups_of(run.hosts(ctx.play_hosts)).values():
             if run.already_serving(hosts):
                 continue
             head = hosts[0]
