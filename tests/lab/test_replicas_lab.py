@@ -14,7 +14,8 @@ initial deployment shared by every test here, in this order:
    gate; the first group is back on its release, the second group's engine was never
    touched, the stream saw no failure;
 4. a prompt set with a wrong expected answer fails the gate (`bench --quality`, every
-   group): the report names the failed prompt and what came back.
+   group): the report names the failed prompt and what came back;
+5. `bench` and `doctor` cover every group.
 
 Two engines at most (one per group). Run under the machine's engine slot:
 `flock /run/lock/ascendctl-engine-slot .venv/bin/pytest tests/lab/test_replicas_lab.py`.
@@ -297,3 +298,24 @@ def test_a_wrong_expected_answer_fails_the_gate_of_every_group(state):
                               'the capital"') == 2, table.stdout
     for answer in state["python_answers"]:
         assert f"got {truncate(answer, 120)!r}" in table.stdout
+
+
+def test_bench_and_doctor_cover_every_group(state):
+    assert "release_b" in state, "needs release B serving"
+    tiny = ["--input-len", "32", "--output-len", "16", "--num-prompts", "8",
+            "--concurrency", "4"]
+    result = ascendctl("bench", "-i", str(state["inv_b"]), *tiny, "--json", timeout=900)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    reports = json.loads(result.stdout)["groups"]
+    assert {g: r["node"] for g, r in reports.items()} == GROUPS
+    for report in reports.values():
+        assert report["release"] == state["release_b"]
+        assert report["figures"]["completed"] == 8 and report["figures"]["failed"] == 0
+        # each group is judged on its own devices: one NPU (TP 1, PP 1) per group here
+        assert report["verdict"]["npus"] == 1 and report["verdict"]["status"] == "pass"
+    doctor = ascendctl("doctor", "-i", str(state["inv_b"]), "--since", "30m", "--json",
+                       timeout=600)
+    collected = json.loads(doctor.stdout)
+    assert [(n["name"], n["group"], n["status"]) for n in collected["nodes"]] == \
+        [(node, group, "ok") for group, node in GROUPS.items()]
+    assert all(f["group"] in GROUPS for f in collected["findings"])
