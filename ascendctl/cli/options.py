@@ -21,9 +21,11 @@ def json_option() -> typer.models.OptionInfo:
     return typer.Option(False, "--json", help="Print machine-readable JSON instead of a table.")
 
 
-def junit_option() -> typer.models.OptionInfo:
+def junit_option(cases: str = "") -> typer.models.OptionInfo:
+    """`cases`: what one testcase is, for the help (e.g. "one per check and node")."""
+    detail = f" ({cases})" if cases else ""
     return typer.Option(None, "--junit", metavar="FILE",
-                        help="Also write JUnit XML here (for CI).")
+                        help=f"Also write JUnit XML here, for CI{detail}.")
 
 
 def forks_option() -> typer.models.OptionInfo:

@@ -8,7 +8,8 @@ from typing import List, Optional
 import typer
 
 from ascendctl.cli.options import (
-    INVENTORY_HELP, forks_option, inventory_option, json_option, limit_option,
+    INVENTORY_HELP, forks_option, inventory_option, json_option, junit_option,
+    limit_option,
 )
 
 PREFLIGHT_EXIT_HELP = (
@@ -50,8 +51,7 @@ def preflight(
     skip: Optional[List[str]] = typer.Option(
         None, "--skip", help="Skip these checks (ids or categories)."),
     as_json: bool = json_option(),
-    junit: Optional[Path] = typer.Option(
-        None, "--junit", help="Also write JUnit XML here (one testcase per check and node)."),
+    junit: Optional[Path] = junit_option("one testcase per check and node"),
     limit: Optional[str] = limit_option(),
     forks: int = forks_option(),
     pings: str = _pings_option(),
