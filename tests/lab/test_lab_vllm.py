@@ -30,7 +30,7 @@ def test_vllm_serves_tiny_model_across_nodes(lab, tmp_path):
         "systemd-run", f"--unit={UNIT}", "--setenv=HF_HUB_OFFLINE=1",
         "--setenv=VLLM_CPU_OMP_THREADS_BIND=0",
         "/opt/vllm/bin/vllm", "serve", "/srv/models/tiny", "--host", head.mgmt_ip,
-        "--port", "8000", "--max-model-len", "256", "--dtype", "bfloat16", "--enforce-eager",
+        "--port", "8000", "--max-model-len", "256", "--dtype", "bfloat16",
         "--kv-cache-memory-bytes", "64M", "--served-model-name", "tiny"])
     pid = lab.exec(head.name, ["systemctl", "show", "-P", "MainPID", UNIT]).stdout.strip()
     assert pid.isdigit() and pid != "0"
