@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Optional
 
 import typer
 
-from ascendctl.cli.options import inventory_option, json_option
+from ascendctl.cli.options import inventory_option, json_option, serving_group_option
 
 if TYPE_CHECKING:
     from ascendctl.inventory import Inventory
@@ -48,6 +48,7 @@ def bench(
         False, "--baseline", help="With --quality: record the answers as the reference the "
         "next release must agree with, without comparing (when the previous release left "
         "no gate record)."),
+    group: Optional[str] = serving_group_option(),
 ) -> None:
     """Benchmark the deployment with vLLM's own `vllm bench serve`; judge it by the SLOs.
 
@@ -64,6 +65,8 @@ def bench(
     set at temperature 0 against the serving release, each answer checked against its
     expected answer, or compared token by token with the previous release's recorded
     answers; stored in <deploy.root>/quality/<release>/ and shown by `ascendctl history`.
+
+    With several serving groups (replicas), each group's head is benchmarked (or gated) in turn and judged on its own; the exit code is the worst of them, and --junit writes one file per group (the second as FILE-stem.NODE.xml, ...). --group picks one.
     """
     from ascendctl.benchmark.report import bench_table, write_junit
     from ascendctl.benchmark.run import run_bench
@@ -76,30 +79,42 @@ def bench(
     if baseline and not quality:
         raise InputError("--baseline goes with --quality")
     inv = load_inventory(inventory)
+    views = [inv.group_view(group)] if group is not None else inv.group_views()
     if quality:
-        quality_gate(inv, junit, as_json, baseline)
+        quality_gate(inv, views, junit, as_json, baseline)
     settings = validate(BenchSettings(input_len=input_len, output_len=output_len,
                                       concurrency=concurrency, num_prompts=num_prompts,
                                       request_rate=request_rate, timeout_s=timeout), inv)
     err = get_console(stderr=True)
     say = (lambda _msg: None) if as_json else (lambda msg: err.print(f"[dim]·[/dim] {msg}"))
-    with SshPool([inv.head]) as pool:   # unreachable: ConnectError, exit 4
-        report = run_bench(inv, settings, pool.conn(inv.head.name), say)
+    reports = []
+    with SshPool([v.head for v in views]) as pool:   # unreachable: ConnectError, exit 4
+        for view in views:
+            reports.append(run_bench(view, settings, pool.conn(view.head.name), say))
     if junit is not None:
-        write_junit(report, junit)
+        write_junit_files(write_junit, reports, junit)
     if as_json:
-        print_json(report.as_dict())
+        print_json(reports[0].as_dict() if len(reports) == 1 else
+                   {"groups": {v.serving_groups[0].name: r.as_dict()
+                               for v, r in zip(views, reports)}})
     else:
         out = get_console()
-        out.print(bench_table(report))
-        style = "green" if report.verdict.passed else "red"
-        out.print(f"[{style}]{report.verdict.summary()}[/{style}]")
-        out.print(f"stored on {report.node}: {report.stored}")
-    raise typer.Exit(int(report.exit_code))
+        for view, report in zip(views, reports):
+            if len(reports) > 1:
+                out.print(f"[bold]serving group {view.serving_groups[0].name}[/bold]")
+            out.print(bench_table(report))
+            style = "green" if report.verdict.passed else "red"
+            out.print(f"[{style}]{report.verdict.summary()}[/{style}]")
+            out.print(f"stored on {report.node}: {report.stored}")
+    raise typer.Exit(max(int(r.exit_code) for r in reports))
 
 
-def quality_gate(inv: "Inventory", junit: Optional[Path], as_json: bool, baseline: bool) -> None:
-    """`bench --quality`: the gate against what the head serves now; exits 0 or 1."""
+def quality_gate(inv: "Inventory", views: list["Inventory"], junit: Optional[Path],
+                 as_json: bool, baseline: bool) -> None:
+    """`bench --quality`: the gate against what each group's head serves now; exits 0 or 1
+    (the worst of the groups)."""
+    from rich.text import Text
+
     from ascendctl.console import get_console, print_json
     from ascendctl.quality.gate import run_quality_gate
     from ascendctl.quality.report import failure_lines, quality_table, write_junit
@@ -107,24 +122,37 @@ def quality_gate(inv: "Inventory", junit: Optional[Path], as_json: bool, baselin
 
     err = get_console(stderr=True)
     say = (lambda _msg: None) if as_json else (lambda msg: err.print(f"[dim]·[/dim] {msg}"))
-    with SshPool([inv.head]) as pool:   # unreachable: ConnectError, exit 4
-        report = run_quality_gate(inv, None, pool.conn(inv.head.name), baseline=baseline,
-                                  say=say)
+    reports = []
+    with SshPool([v.head for v in views]) as pool:   # unreachable: ConnectError, exit 4
+        for view in views:
+            reports.append(run_quality_gate(inv, None, pool.conn(view.head.name),
+                                            node=view.head, baseline=baseline, say=say))
     if junit is not None:
-        write_junit(report, junit)
+        write_junit_files(write_junit, reports, junit)
     if as_json:
-        print_json(report.as_dict())
+        print_json(reports[0].as_dict() if len(reports) == 1 else
+                   {"groups": {v.serving_groups[0].name: r.as_dict()
+                               for v, r in zip(views, reports)}})
     else:
         out = get_console()
-        out.print(quality_table(report))
-        for line in failure_lines(report):
-            out.print(line, markup=False, highlight=False)
-        from rich.text import Text
+        for view, report in zip(views, reports):
+            if len(reports) > 1:
+                out.print(f"[bold]serving group {view.serving_groups[0].name}[/bold]")
+            out.print(quality_table(report))
+            for line in failure_lines(report):
+                out.print(line, markup=False, highlight=False)
+            verdict = ("PASS:", "green") if report.passed else ("FAIL:", "red")
+            out.print(Text.assemble(verdict, " ", report.summary()))
+            out.print(f"stored on {report.node}: {report.stored}")
+    raise typer.Exit(max(int(r.exit_code) for r in reports))
 
-        verdict = ("PASS:", "green") if report.passed else ("FAIL:", "red")
-        out.print(Text.assemble(verdict, " ", report.summary()))
-        out.print(f"stored on {report.node}: {report.stored}")
-    raise typer.Exit(int(report.exit_code))
+
+def write_junit_files(write, reports: list, path: Path) -> None:
+    """PATH for the first report; one more file per further group's report
+    (PATH-stem.NODE.xml)."""
+    for index, report in enumerate(reports):
+        write(report, path if index == 0 else
+              path.with_name(f"{path.stem}.{report.node}{path.suffix}"))
 
 
 def register(root: typer.Typer) -> None:

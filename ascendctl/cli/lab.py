@@ -47,13 +47,20 @@ def up(nodes: int = typer.Option(2, "--nodes", help="Number of nodes."),
            help="How the lab inventory runs vLLM: host (/opt/vllm on the nodes), container "
                 "(the lab engine image with podman, moved as an archive; see `lab "
                 "engine-image`) or venv (built on every node from the lab wheelhouse)."),
+       replicas: int = typer.Option(
+           1, "--replicas", min=1,
+           help="Serving groups (replicas of the model) the inventory makes of the nodes: "
+                "--nodes / --replicas nodes each, behind nginx on node0, with an API key "
+                "and the quality gate (docs/replicas.md). --replicas 2 with the default 2 "
+                "nodes: two single-node groups."),
        as_json: bool = json_option()) -> None:
     """Build (or reuse) the node image, boot the nodes, write the lab inventory."""
     from ascendctl.console import print_json
     from ascendctl.lab import Lab
 
     lab = Lab(name).up(nodes=nodes, npus_per_node=npus_per_node, chip=chip,
-                       progress=_progress, with_vllm=not no_vllm, engine=engine)
+                       progress=_progress, with_vllm=not no_vllm, engine=engine,
+                       replicas=replicas)
     if as_json:
         print_json(lab.status())
     else:

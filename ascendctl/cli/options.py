@@ -60,3 +60,10 @@ def lab_name_option() -> typer.models.OptionInfo:
 
 def default_lab_name() -> str:
     return os.environ.get("ASCENDCTL_LAB_NAME", DEFAULT_LAB_NAME)
+
+
+def serving_group_option() -> typer.models.OptionInfo:
+    return typer.Option(None, "--group", "-g", envvar="ASCENDCTL_SERVING_GROUP",
+                        show_envvar=True,
+                        help="Only this serving group (replica) of the inventory [default: "
+                             "every group, one after another].")

@@ -183,6 +183,27 @@ class EngineControl:
             raise self.fail(f"{unit} went {state.active}/{state.sub} (restarts "
                             f"{state.restarts}): {self.journal_tail(unit)}")
 
+    def metrics(self, release_id: str) -> dict[str, float]:
+        """The engine's /metrics on this node (the head), read on the node: the names of
+        ascendctl_runtime.probe's METRICS_OF_INTEREST. Raises StepFailed when it does not
+        answer."""
+        release = release_dir(self.inv.deploy.root, release_id)
+        argv = ["env", f"PYTHONPATH={release}/runtime", self.inv.deploy.python, "-m",
+                "ascendctl_runtime.probe", "metrics", "--port", str(self.inv.serving.port),
+                "--timeout", "10"]
+        result = self.run(argv, timeout=60)
+        answer = None
+        for line in reversed(result.stdout.strip().splitlines()):
+            try:
+                answer = json.loads(line)
+                break
+            except ValueError:
+                continue
+        if not isinstance(answer, dict) or not answer.get("ok"):
+            error = answer.get("error") if isinstance(answer, dict) else None
+            raise self.fail(f"/metrics: {error or result.stderr.strip()[-200:] or 'no answer'}")
+        return {str(k): float(v) for k, v in (answer.get("metrics") or {}).items()}
+
     def probe(self, release_id: str, *, stream: bool) -> ProbeAnswer:
         """Ask the engine on this node (the head) whether it serves: /v1/models lists the
         model and a completion answers (and, with stream, a streamed one)."""

@@ -38,10 +38,13 @@ def collect_history(inv: Inventory) -> dict[str, Any]:
             if release.status == "failed":
                 entry["status"] = "failed"
     events = list(head_state.history) if head_state else []
-    for event in events:
+    # each serving group's head records its own group's failures
+    heads = [states[h.name] for h in inv.heads if h.name in states]
+    for event in [e for state in heads for e in state.history]:
         failed = releases.get(str(event.get("release")))
         if failed is not None and event.get("event") == "failed":
-            failed["failure"] = (f"{event.get('step')} on {event.get('node')}: "
+            group = f" (serving group {event['group']})" if event.get("group") else ""
+            failed["failure"] = (f"{event.get('step')} on {event.get('node')}{group}: "
                                 f"{event.get('reason')}")
     for release_id, records in bench.items():
         if release_id in releases and records:
@@ -53,10 +56,14 @@ def collect_history(inv: Inventory) -> dict[str, Any]:
     for revision, entry in enumerate(ordered, start=1):
         entry["revision"] = revision
     currents = {node: state.current for node, state in states.items()}
+    groups = {g.name: sorted({currents.get(n) or "none" for n in g.hosts if n in currents})
+              for g in inv.serving_groups}
     return {
         "cluster": inv.cluster.name,
         "current": currents,
-        "consistent": len(set(currents.values())) <= 1 and not unreachable,
+        "groups": groups,
+        # every serving group on one release (the groups may differ after a stopped rollout)
+        "consistent": all(len(r) <= 1 for r in groups.values()) and not unreachable,
         "releases": ordered,
         "events": events,
         "unreachable": unreachable,
@@ -75,14 +82,25 @@ def _bench_records(inv: Inventory, pool: "SshPool") -> dict[str, list[dict[str, 
 
 
 def _gate_records(inv: Inventory, pool: Any) -> dict[str, dict[str, Any]]:
-    """The latest quality gate result of each release, kept on the head (ascendctl/quality)."""
+    """The latest quality gate result of each release, kept on each group's head
+    (ascendctl/quality): a failure on any head wins over passes elsewhere, else the
+    newest."""
     from ascendctl.errors import AscendctlError
     from ascendctl.quality.gate import latest_gate_results
 
-    try:
-        return latest_gate_results(inv, pool.conn(inv.head.name))
-    except AscendctlError:
-        return {}
+    merged: dict[str, dict[str, Any]] = {}
+    for head in inv.heads:
+        try:
+            found = latest_gate_results(inv, pool.conn(head.name), node=head)
+        except AscendctlError:
+            continue
+        for release, gate in found.items():
+            have = merged.get(release)
+            if have is None or (gate.get("status") == "fail") > (have.get("status") == "fail") \
+                    or ((gate.get("status") == "fail") == (have.get("status") == "fail")
+                        and str(gate.get("stamp") or "") > str(have.get("stamp") or "")):
+                merged[release] = gate
+    return merged
 
 
 def history_table(data: dict[str, Any]):

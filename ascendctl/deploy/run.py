@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from ascendctl.engine.identity import EngineIdentity
     from ascendctl.engine.present import EnginePlan
     from ascendctl.inventory import Host, Inventory
+    from ascendctl.playbook.state import RunState
     from ascendctl.transport.remote import Remote
     from ascendctl.weights.plan import WeightsPlan
 
@@ -60,6 +61,11 @@ class Outcome:
     lock_lost: Optional[str] = None             # we held the lock and lost it
     lock_broken: Optional[LockHolder] = None    # our --force-unlock removed this holder
     currents: dict[str, Optional[str]] = field(default_factory=dict)  # after a failure
+    failed_group: Optional[str] = None          # the serving group the failure was in
+    switched_groups: list[str] = field(default_factory=list)   # committed on the release
+    restored_groups: list[str] = field(default_factory=list)   # back on their previous one
+    group_previous: dict[str, Optional[str]] = field(default_factory=dict)
+    replicated: bool = False                    # the inventory has several serving groups
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -105,6 +111,12 @@ class DeployRun:
         self.started: dict[str, dict[str, UnitState]] = {}   # host → unit → at start
         self.changed_units: dict[str, list[str]] = {}       # host → installed files changed
         self.committed: dict[str, Optional[str]] = {}        # host → current before commit
+        self.group_previous: dict[str, Optional[str]] = {}   # group → what its head served
+        self.balancer_out: set[str] = set()      # groups this run took out of the balancer
+        self.not_serving: set[str] = set()       # groups whose restore failed (kept out)
+        self.settled: set[str] = set()           # hosts whose rollout batch is finished
+        self.outcome.replicated = inv.replicated
+        self._run_state: Optional["RunState"] = None
         self._secrets: Optional[dict[str, str]] = None
         self._weights_plan: Optional["WeightsPlan"] = None
         self._weights_planned = False
@@ -116,7 +128,9 @@ class DeployRun:
     @classmethod
     def of(cls, ctx: ModuleContext) -> "DeployRun":
         """The run's DeployRun (a default one for `ascendctl play deploy.yaml`)."""
-        return ctx.run_state.part(cls, lambda: cls(ctx.inventory))
+        run = ctx.run_state.part(cls, lambda: cls(ctx.inventory))
+        run._run_state = ctx.run_state
+        return run
 
     # -- nodes -------------------------------------------------------------------------
 
@@ -127,6 +141,32 @@ class DeployRun:
         """The inventory's hosts among `names` (a play's hosts), in rank order."""
         wanted = set(names)
         return [h for h in self.inv.hosts if h.name in wanted]
+
+    def groups_of(self, hosts: Iterable["Host"]) -> dict[str, list["Host"]]:
+        """HOSTS by serving group (inventory order), each group's in rank order."""
+        out: dict[str, list["Host"]] = {}
+        names = {h.name for h in hosts}
+        for group in self.inv.serving_groups:
+            members = [self.inv.host(n) for n in group.hosts if n in names]
+            if members:
+                out[group.name] = members
+        return out
+
+    def group_head(self, group: str) -> "Host":
+        return self.inv.host(self.inv.group(group).head)
+
+    def serving_release(self, group: str) -> Optional[str]:
+        """What GROUP's head serves now, as far as this run knows (it may have switched
+        or restored the group since the nodes were read)."""
+        if group in self.outcome.switched_groups:
+            return self.target().release_id
+        if group in self.outcome.restored_groups:
+            return self.previous_of(group)
+        return self.state(self.group_head(group)).current
+
+    def previous_of(self, group: str) -> Optional[str]:
+        """The release GROUP served before this run (its head's `current`)."""
+        return self.group_previous.get(group, self.outcome.previous)
 
     def state(self, host: "Host") -> NodeState:
         try:
@@ -262,9 +302,13 @@ class DeployRun:
         """`release.id`, `release.previous`, `release.restart` for the playbook's tasks
         (e.g. `when: release.restart` on a task inserted before the start)."""
         target = self._target
+        batch = self._run_state.rolling if self._run_state is not None else None
+        scope = set(batch.hosts) if batch is not None else None
+        restarting = self.restarting if scope is None else self.restarting & scope
+        previous = self.previous_of(batch.groups[0]) if batch is not None \
+            else self.outcome.previous
         return {"release": {"id": target.release_id if target else None,
-                            "previous": self.outcome.previous,
-                            "restart": bool(self.restarting)}}
+                            "previous": previous, "restart": bool(restarting)}}
 
     def close(self) -> None:
         self.lock.close()

@@ -39,7 +39,11 @@ def deploy_verdict(outcome: "Outcome", report: "RunReport", failure: Optional["F
         step = outcome.failed_step or failure.task
         node = outcome.failed_node or failure.host
         reason = outcome.reason or failure.msg
-        where = f"{verb} failed at step '{step}' on {node}: {reason}"
+        group = f" (serving group {outcome.failed_group})" \
+            if outcome.replicated and outcome.failed_group else ""
+        where = f"{verb} failed at step '{step}' on {node}{group}: {reason}"
+        if outcome.rolled_back_to and outcome.replicated:
+            return Exit.ROLLED_BACK, f"{where}. {_groups_after_failure(outcome)}"
         if outcome.rolled_back_to:
             return Exit.ROLLED_BACK, (f"{where}. Every node is back on {outcome.rolled_back_to} "
                                       f"and serving; {outcome.release_id} is marked failed.")
@@ -60,11 +64,33 @@ def deploy_verdict(outcome: "Outcome", report: "RunReport", failure: Optional["F
         return code, f"{verb} stopped before touching the engines{detail}"
     if check:
         return Exit.OK, f"{verb} --check: nothing was changed"
+    if outcome.changed and outcome.replicated:
+        previous = ", ".join(sorted({p or "none" for p in outcome.group_previous.values()}))
+        return Exit.OK, (f"{outcome.release_id} is serving on serving groups "
+                         f"{', '.join(outcome.switched_groups)}, switched one at a time "
+                         f"(previous: {previous}); first completion: {outcome.completion!r}")
     if outcome.changed:
         return Exit.OK, (f"{outcome.release_id} is serving (previous: "
                          f"{outcome.previous or 'none'}); first completion: "
                          f"{outcome.completion!r}")
     return Exit.OK, f"{outcome.release_id or 'the release'} was already serving: nothing changed"
+
+
+def _groups_after_failure(outcome: "Outcome") -> str:
+    """Where each serving group stands after one group's switch failed and was undone."""
+    parts = []
+    for group in outcome.restored_groups:
+        parts.append(f"serving group {group} is back on {outcome.rolled_back_to} and serving")
+    for group in outcome.switched_groups:
+        parts.append(f"{group} serves {outcome.release_id} (switched before the failure)")
+    untouched = [g for g in outcome.group_previous
+                 if g not in outcome.restored_groups and g not in outcome.switched_groups]
+    for group in untouched:
+        parts.append(f"{group} was not touched (still serving "
+                     f"{outcome.group_previous[group] or 'nothing'})")
+    text = "; ".join(parts)
+    return f"{text[:1].upper()}{text[1:]}; the rollout stopped and {outcome.release_id} is " \
+        "marked failed where it does not serve."
 
 
 def _currents(outcome: "Outcome") -> str:

@@ -38,11 +38,13 @@ class NodeCollection:
     files: dict[str, str] = field(default_factory=dict)
     commands: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    group: Optional[str] = None              # its serving group
 
 
 def collect(inv: Inventory, pool: Any, since_s: int) -> list[NodeCollection]:
     """Every node's logs and state (in rank order); unreachable nodes are recorded."""
-    kwargs = {"root": inv.deploy.root, "units": list(ALL_UNITS), "since_s": since_s,
+    units = list(ALL_UNITS) + (["nginx.service"] if inv.serving.proxy.enabled else [])
+    kwargs = {"root": inv.deploy.root, "units": units, "since_s": since_s,
               "ports": inv.cluster.npus_per_node}
 
     def one(conn: Any) -> dict[str, Any]:
@@ -54,13 +56,15 @@ def collect(inv: Inventory, pool: Any, since_s: int) -> list[NodeCollection]:
     collections = []
     for host in inv.hosts:
         res = results[host.name]
+        group = host.serving_group if inv.replicated else None
         if res.ok:
             value = res.value
             collections.append(NodeCollection(
                 node=host.name, address=host.address, rank=host.rank, ok=True,
                 hostname=value.get("hostname"), collected_at=value.get("collected_at"),
                 seconds=value.get("seconds"), files=value.get("files", {}),
-                commands=value.get("commands", {}), notes=value.get("notes", [])))
+                commands=value.get("commands", {}), notes=value.get("notes", []),
+                group=group))
         else:
             status = "unreachable" if res.status.value == "unreachable" else "failed"
             error = res.error
@@ -68,7 +72,7 @@ def collect(inv: Inventory, pool: Any, since_s: int) -> list[NodeCollection]:
                 error = error[len("collect: "):]
             collections.append(NodeCollection(node=host.name, address=host.address,
                                               rank=host.rank, ok=False, error=error,
-                                              status=status))
+                                              status=status, group=group))
     return collections
 
 

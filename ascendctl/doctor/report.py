@@ -49,8 +49,10 @@ class DoctorReport:
                 f"{c.node} ({c.status}: {c.error})" for c in self.unreachable))
         if not parts:
             return "no known error signature in the collected logs"
-        root = next((f for f in self.findings if f.root_cause), None)
-        lead = f"; probable root cause: {root.id} on {root.node} ({root.title})" if root else ""
+        roots = [f for f in self.findings if f.root_cause]
+        lead = "".join(
+            f"; probable root cause{f' in serving group {r.group}' if r.group else ''}: "
+            f"{r.id} on {r.node} ({r.title})" for r in roots)
         return "; ".join(parts) + lead
 
     def as_dict(self) -> dict[str, Any]:
@@ -58,6 +60,7 @@ class DoctorReport:
             "cluster": self.cluster,
             "since_s": self.since_s,
             "nodes": [{"name": c.node, "address": c.address, "rank": c.rank,
+                       "group": c.group,
                        "status": c.status, "error": c.error, "files": len(c.files),
                        "bytes": sum(len(t) for t in c.files.values()),
                        "seconds": c.seconds, "notes": c.notes} for c in self.collections],
@@ -93,7 +96,9 @@ def print_report(report: DoctorReport, console: Any) -> None:
         if f.umbrella:
             tags.append("consequence: see the earlier findings")
         console.print(f"\n[{style}]{index}. {f.severity.upper()} {f.id}[/{style}] "
-                      f"{escape(f.title)} — [bold]{f.node}[/bold], {f.count} line(s) "
+                      f"{escape(f.title)} — [bold]{f.node}[/bold]"
+                      + (f" (group {escape(f.group)})" if f.group else "")
+                      + f", {f.count} line(s) "
                       f"({seen})" + (f"  ← {'; '.join(tags)}" if tags else ""))
         line = f.line if len(f.line) <= LINE_SHOWN else f.line[:LINE_SHOWN] + " …"
         console.print(f"   log:   {escape(line)}")

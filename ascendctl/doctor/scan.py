@@ -43,7 +43,8 @@ class Finding:
     umbrella: bool = False
     values: dict[str, str] = field(default_factory=dict)   # named groups of the first match
     distinct_lines: int = 1
-    root_cause: bool = False       # the earliest error of the whole collection
+    root_cause: bool = False       # the earliest error of its serving group's collection
+    group: Optional[str] = None    # the serving group (several in the inventory)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -1,7 +1,16 @@
-"""The resolved inventory: hosts in rank order, groups, and the cluster-wide sections."""
+"""The resolved inventory: hosts in rank order, groups, and the cluster-wide sections.
+
+Several *serving groups* (replicas of the same model, docs/replicas.md) may share one
+inventory: each has its own head (rank 0) and followers, ranks counted within the group.
+`inv.group_view(name)` (or `inv.view_of(host)`) is the inventory as one group sees it:
+`hosts`, `head`, `followers` and the groups `all`/`head`/`followers` are the group's,
+everything else is shared. Renderers and deploy steps that think in one group take a
+view; an inventory without serving groups is one group named `all` (its own view).
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,6 +22,8 @@ from ascendctl.inventory.model import (
     ClusterSpec, DeploySpec, ModelSpec, ServingSpec, SloSpec, SshSpec, VersionsSpec,
 )
 from ascendctl.inventory.yamlsrc import SourceMap
+
+SINGLE_GROUP = "all"   # the serving group of an inventory that marks none
 
 
 @dataclass(frozen=True)
@@ -31,10 +42,24 @@ class Host:
     cpus: str | None = None
     env: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
     custom: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    serving_group: str = SINGLE_GROUP   # the serving group (replica) this host belongs to
 
     @property
     def is_head(self) -> bool:
+        """The head of its serving group (rank 0 within the group)."""
         return self.rank == 0
+
+
+@dataclass(frozen=True)
+class ServingGroup:
+    """One replica of the model: its hosts in rank order (the first is the head)."""
+
+    name: str
+    hosts: tuple[str, ...]
+
+    @property
+    def head(self) -> str:
+        return self.hosts[0]
 
 
 @dataclass(frozen=True)
@@ -51,14 +76,81 @@ class Inventory:
     source: SourceMap = field(compare=False, repr=False)
     custom: dict[str, Any] = field(default_factory=dict, compare=False)
     engine: EngineSpec = field(default_factory=EngineSpec)
+    # the serving groups in inventory order (hosts are sorted by group, then rank);
+    # empty only for inventories built by hand in tests: then one group of every host
+    serving_groups: tuple[ServingGroup, ...] = ()
+    gateway_name: str | None = None    # the host running the proxy (serving.proxy)
+
+    def __post_init__(self) -> None:
+        if not self.serving_groups and self.hosts:
+            object.__setattr__(self, "serving_groups", (
+                ServingGroup(SINGLE_GROUP, tuple(h.name for h in self.hosts)),))
 
     @property
     def head(self) -> Host:
+        """The head (rank 0) of the first serving group: where the cluster-wide deploy
+        lock lives; in a group view, the group's head."""
         return self.hosts[0]
 
     @property
     def followers(self) -> tuple[Host, ...]:
-        return self.hosts[1:]
+        return tuple(h for h in self.hosts if not h.is_head)
+
+    @property
+    def heads(self) -> tuple[Host, ...]:
+        """Every serving group's head, in group order."""
+        return tuple(self.host(g.head) for g in self.serving_groups)
+
+    @property
+    def replicated(self) -> bool:
+        """More than one serving group."""
+        return len(self.serving_groups) > 1
+
+    @property
+    def group_size(self) -> int:
+        """Nodes per serving group (every group has as many)."""
+        return len(self.serving_groups[0].hosts) if self.serving_groups else len(self.hosts)
+
+    @property
+    def gateway(self) -> Host | None:
+        """The host running the proxy, when serving.proxy is enabled."""
+        if not self.serving.proxy.enabled:
+            return None
+        return self.host(self.gateway_name or self.serving_groups[0].head)
+
+    def group(self, name: str) -> ServingGroup:
+        for group in self.serving_groups:
+            if group.name == name:
+                return group
+        raise InputError(f"no serving group named {name!r} (groups: "
+                         f"{', '.join(g.name for g in self.serving_groups)})",
+                         file=str(self.path))
+
+    def group_of(self, host: Host | str) -> ServingGroup:
+        name = host if isinstance(host, str) else host.name
+        return self.group(self.host(name).serving_group)
+
+    def group_view(self, name: str) -> "Inventory":
+        """The inventory as serving group NAME sees it (itself when it is the only one)."""
+        group = self.group(name)
+        if len(self.serving_groups) == 1:
+            return self
+        members = set(group.hosts)
+        hosts = tuple(h for h in self.hosts if h.name in members)
+        groups = {g: tuple(n for n in names if n in members)
+                  for g, names in self.groups.items()}
+        groups["all"] = tuple(h.name for h in hosts)
+        groups["head"] = (hosts[0].name,)
+        groups["followers"] = tuple(h.name for h in hosts[1:])
+        return dataclasses.replace(self, hosts=hosts, groups=groups,
+                                   serving_groups=(group,))
+
+    def view_of(self, host: Host | str) -> "Inventory":
+        """The view of the serving group HOST belongs to."""
+        return self.group_view(self.group_of(host).name)
+
+    def group_views(self) -> list["Inventory"]:
+        return [self.group_view(g.name) for g in self.serving_groups]
 
     def host(self, name: str) -> Host:
         for host in self.hosts:
@@ -132,9 +224,12 @@ class Inventory:
             "slo": dump(self.slo),
             "engine": dump(self.engine),
             "groups": {k: list(v) for k, v in sorted(self.groups.items())},
+            "serving_groups": {g.name: list(g.hosts) for g in self.serving_groups},
+            "gateway": self.gateway.name if self.gateway else None,
             "hosts": [
                 {
-                    "name": h.name, "address": h.address, "rank": h.rank, "ip": h.ip,
+                    "name": h.name, "address": h.address, "rank": h.rank,
+                    "serving_group": h.serving_group, "ip": h.ip,
                     "nic": h.nic, "device_ips": list(h.device_ips) if h.device_ips else None,
                     "groups": list(h.groups), "ssh": dump(h.ssh),
                     "super_pod_id": h.super_pod_id,

@@ -6,6 +6,7 @@ contacted.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import ipaddress
 import os
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ascendctl.engine.inventory_check import check_engine_inventory
 from ascendctl.errors import InputError
 from ascendctl.inventory.engine import EngineSpec
-from ascendctl.inventory.hosts import Host, Inventory
+from ascendctl.inventory.hosts import SINGLE_GROUP, Host, Inventory, ServingGroup
 from ascendctl.inventory.model import (
     ClusterSpec, DeploySpec, HostSpec, ModelSpec, NAME_RE, Section, ServingSpec, SloSpec,
     SshSpec, VersionsSpec,
@@ -37,6 +38,9 @@ CLUSTER_SECTIONS: dict[str, type[BaseModel]] = {
 }
 GROUP_VAR_KEYS = ("ssh", "custom")
 ALL_VAR_KEYS = tuple(CLUSTER_SECTIONS) + GROUP_VAR_KEYS
+# `serving_group: true` in a child group's vars: the group is one replica of the model
+SERVING_GROUP_KEY = "serving_group"
+CHILD_VAR_KEYS = GROUP_VAR_KEYS + (SERVING_GROUP_KEY,)
 GROUP_KEYS = ("hosts", "vars", "children")
 IMPLICIT_GROUPS = ("all", "head", "followers")
 # Environment variables that override every host's ssh settings (documented in --help).
@@ -62,6 +66,7 @@ class _Builder:
         self.groups: dict[str, list[str]] = {}
         self.group_lines: dict[str, YamlPath] = {}
         self.all_vars: dict[str, Any] = {}
+        self.serving_groups: list[str] = []       # marked groups, in inventory order
 
     # -- errors --------------------------------------------------------------------------
 
@@ -90,7 +95,10 @@ class _Builder:
             raise self.fail("no hosts: add them under all.children.<group>.hosts", ())
         sections = self.cluster_sections()
         hosts = self.resolve_hosts(sections["cluster"])
-        self.check_semantics(hosts, sections)
+        serving_groups = self.resolve_serving_groups(hosts)
+        hosts = self.in_group_order(hosts, serving_groups)
+        self.check_semantics(hosts, sections, serving_groups)
+        gateway = self.resolve_gateway(hosts, sections["serving"], serving_groups)
         check_engine_inventory(sections, self.fail, self.source.lines)
         if check_files:
             self.check_controller_files(hosts)
@@ -101,11 +109,13 @@ class _Builder:
             deploy=sections["deploy"], slo=sections["slo"], hosts=tuple(hosts),
             groups=groups, source=self.source, engine=sections["engine"],
             custom=dict(self.all_vars.get("custom") or {}),
+            serving_groups=serving_groups, gateway_name=gateway,
         )
 
     def walk_group(self, name: str, group: Any, path: YamlPath, parents: list[str],
                    ssh_layers: list[tuple[YamlPath, dict[str, Any]]],
-                   custom_layers: list[dict[str, Any]]) -> None:
+                   custom_layers: list[dict[str, Any]],
+                   serving_parent: str | None = None) -> None:
         if not NAME_RE.fullmatch(name):
             raise self.fail(f"group name {name!r}: use letters, digits, '.', '_' or '-'", path)
         if name in ("head", "followers"):
@@ -126,15 +136,34 @@ class _Builder:
         group_vars = group.get("vars") or {}
         if not isinstance(group_vars, dict):
             raise self.fail("vars must be a mapping", path + ("vars",))
-        allowed = ALL_VAR_KEYS if path == ("all",) else GROUP_VAR_KEYS
+        top = len(path) == 1
+        allowed = ALL_VAR_KEYS if path == ("all",) else GROUP_VAR_KEYS if top \
+            else CHILD_VAR_KEYS
         for key in group_vars:
             if key not in allowed:
                 if key in CLUSTER_SECTIONS:
                     raise self.fail(f"{key} is cluster-wide: set it under all.vars",
                                     path + ("vars", key))
+                if key == SERVING_GROUP_KEY:
+                    raise self.fail("serving_group marks a child group (all.children.<group>."
+                                    "vars), not the whole inventory", path + ("vars", key))
                 raise self.fail(self.unknown_key_message(key, allowed), path + ("vars", key))
         if path == ("all",):
             self.all_vars = group_vars
+        marked = group_vars.get(SERVING_GROUP_KEY, False)
+        if not isinstance(marked, bool):
+            raise self.fail("serving_group must be true or false",
+                            path + ("vars", SERVING_GROUP_KEY))
+        if marked:
+            if serving_parent is not None:
+                raise self.fail(f"serving group {name!r} is inside serving group "
+                                f"{serving_parent!r}: a host serves in one group only",
+                                path + ("vars", SERVING_GROUP_KEY))
+            if name in ("all", "head", "followers"):
+                raise self.fail(f"{name!r} cannot be a serving group", path)
+            if name not in self.serving_groups:
+                self.serving_groups.append(name)
+            serving_parent = name
         if "ssh" in group_vars:
             ssh = group_vars["ssh"]
             if not isinstance(ssh, dict):
@@ -159,7 +188,7 @@ class _Builder:
             raise self.fail("children must be a mapping of group names", path + ("children",))
         for child_name, child in children.items():
             self.walk_group(str(child_name), child, path + ("children", child_name), lineage,
-                            ssh_layers, custom_layers)
+                            ssh_layers, custom_layers, serving_parent)
 
     def add_host(self, name: str, host_vars: Any, path: YamlPath, lineage: list[str],
                  ssh_layers: list[tuple[YamlPath, dict[str, Any]]],
@@ -301,23 +330,85 @@ class _Builder:
                 merged[key] = os.environ[env]
         return self.validate(SshSpec, merged, last_path)
 
+    # -- serving groups ------------------------------------------------------------------
+
+    def resolve_serving_groups(self, hosts: list[Host]) -> tuple[ServingGroup, ...]:
+        """Each host's serving group; every host in exactly one when any group is marked."""
+        if not self.serving_groups:
+            return (ServingGroup(SINGLE_GROUP, tuple(h.name for h in hosts)),)
+        members: dict[str, list[str]] = {g: [] for g in self.serving_groups}
+        for host in hosts:
+            mine = [g for g in self.host_groups.get(host.name, []) if g in members]
+            if not mine:
+                raise self.fail(f"host {host.name!r} is in no serving group (serving groups: "
+                                f"{', '.join(self.serving_groups)}); add it to one",
+                                self.host_path(host))
+            if len(mine) > 1:
+                raise self.fail(f"host {host.name!r} is in serving groups "
+                                f"{' and '.join(mine)}: a host serves in one group only",
+                                self.host_path(host))
+            members[mine[0]].append(host.name)
+        rank = {h.name: h.rank for h in hosts}
+        return tuple(ServingGroup(g, tuple(sorted(names, key=rank.__getitem__)))
+                     for g, names in members.items() if names or self.fail_empty(g))
+
+    def fail_empty(self, group: str) -> bool:
+        raise self.fail(f"serving group {group!r} has no hosts", self.group_lines[group])
+
+    def in_group_order(self, hosts: list[Host],
+                       serving_groups: tuple[ServingGroup, ...]) -> list[Host]:
+        """Hosts sorted by serving group, then rank, each knowing its group."""
+        by_name = {h.name: h for h in hosts}
+        ordered = []
+        for group in serving_groups:
+            for name in group.hosts:
+                host = by_name[name]
+                if host.serving_group != group.name:
+                    host = dataclasses.replace(host, serving_group=group.name)
+                ordered.append(host)
+        return ordered
+
+    def resolve_gateway(self, hosts: list[Host], serving: ServingSpec,
+                        serving_groups: tuple[ServingGroup, ...]) -> str | None:
+        proxy_path = ("all", "vars", "serving", "proxy")
+        if len(serving_groups) > 1 and not serving.proxy.enabled:
+            raise self.fail(f"{len(serving_groups)} serving groups need the proxy that "
+                            "balances across their heads: set serving.proxy.enabled: true "
+                            "(the rolling deploy takes each group out of it)",
+                            proxy_path if proxy_path in self.source.lines
+                            else ("all", "vars", "serving"))
+        if serving.proxy.gateway is None:
+            return serving_groups[0].head if serving.proxy.enabled else None
+        if not serving.proxy.enabled:
+            raise self.fail("gateway is set but serving.proxy.enabled is false",
+                            proxy_path + ("gateway",))
+        if serving.proxy.gateway not in {h.name for h in hosts}:
+            raise self.fail(f"no host named {serving.proxy.gateway!r} (hosts: "
+                            f"{', '.join(h.name for h in hosts)})", proxy_path + ("gateway",))
+        return serving.proxy.gateway
+
     # -- cross-field rules ---------------------------------------------------------------
 
     def host_path(self, host: Host, *field: Any) -> YamlPath:
         return self.host_defs[host.name][0] + tuple(field)
 
-    def check_semantics(self, hosts: list[Host], sections: dict[str, Any]) -> None:
+    def check_semantics(self, hosts: list[Host], sections: dict[str, Any],
+                        serving_groups: tuple[ServingGroup, ...]) -> None:
         cluster: ClusterSpec = sections["cluster"]
         serving: ServingSpec = sections["serving"]
-        seen_rank: dict[int, Host] = {}
+        seen_rank: dict[tuple[str, int], Host] = {}
         seen_addr: dict[tuple[str, int], Host] = {}
         seen_ip: dict[str, Host] = {}
         seen_device_ip: dict[str, tuple[Host, int]] = {}
+        replicated = len(serving_groups) > 1
         for host in hosts:
-            if host.rank in seen_rank:
-                raise self.fail(f"rank {host.rank} is also used by {seen_rank[host.rank].name}",
+            key_rank = (host.serving_group, host.rank)
+            if key_rank in seen_rank:
+                within = f" in serving group {host.serving_group}" if replicated else ""
+                raise self.fail(f"rank {host.rank} is also used by "
+                                f"{seen_rank[key_rank].name}{within}",
                                 self.host_path(host, "rank"))
-            seen_rank[host.rank] = host
+            seen_rank[key_rank] = host
             key = (host.address, host.ssh.port)
             if key in seen_addr:
                 raise self.fail(f"{host.address}:{host.ssh.port} is also host "
@@ -343,22 +434,33 @@ class _Builder:
                     len(host.super_device_ids) != cluster.npus_per_node:
                 raise self.fail("super_device_ids needs one id per NPU",
                                 self.host_path(host, "super_device_ids"))
-        expected = list(range(len(hosts)))
-        ranks = [h.rank for h in hosts]
-        if ranks != expected:
-            missing = sorted(set(expected) - set(ranks))
-            offender = next(h for h in hosts if h.rank not in expected)
-            raise self.fail(f"ranks must be 0..{len(hosts) - 1} without gaps; rank "
-                            f"{missing[0]} is missing", self.host_path(offender, "rank"))
+        by_name = {h.name: h for h in hosts}
+        size = len(serving_groups[0].hosts)
+        for group in serving_groups:
+            members = [by_name[n] for n in group.hosts]
+            expected = list(range(len(members)))
+            ranks = [h.rank for h in members]
+            if ranks != expected:
+                missing = sorted(set(expected) - set(ranks))
+                offender = next(h for h in members if h.rank not in expected)
+                within = f" within serving group {group.name}" if replicated else ""
+                raise self.fail(f"ranks must be 0..{len(members) - 1} without gaps{within}; "
+                                f"rank {missing[0]} is missing",
+                                self.host_path(offender, "rank"))
+            if len(members) != size:
+                raise self.fail(f"serving group {group.name} has {len(members)} node(s), "
+                                f"{serving_groups[0].name} has {size}: every group serves "
+                                "the same layout", self.group_lines[group.name])
         if cluster.is_a3:
             for host in hosts:
                 if host.super_pod_id is None or host.super_device_ids is None:
                     raise self.fail("A3 (rank table 1.2) needs super_pod_id and "
                                     "super_device_ids on every host", self.host_path(host))
-        self.check_layout(len(hosts), cluster, serving)
-        self.check_ports(hosts, serving, sections["deploy"])
+        self.check_layout(size, cluster, serving)
+        self.check_ports(hosts, serving, sections["deploy"], size)
 
-    def check_ports(self, hosts: list[Host], serving: ServingSpec, deploy: DeploySpec) -> None:
+    def check_ports(self, hosts: list[Host], serving: ServingSpec, deploy: DeploySpec,
+                    group_size: int) -> None:
         """Ports that the same node listens on must differ."""
         serving_path = ("all", "vars", "serving")
         used: list[tuple[str, int, YamlPath]] = [
@@ -371,7 +473,7 @@ class _Builder:
         if serving.mode == "dp":
             used.append(("serving.data_parallel_rpc_port", serving.data_parallel_rpc_port,
                          serving_path + ("data_parallel_rpc_port",)))
-        elif serving.mode == "mp" and len(hosts) > 1:
+        elif serving.mode == "mp" and group_size > 1:
             used.append(("serving.master_port", serving.master_port,
                          serving_path + ("master_port",)))
         elif serving.mode == "ray":
@@ -467,12 +569,13 @@ class _Builder:
         return path
 
     def finish_groups(self, hosts: list[Host]) -> dict[str, tuple[str, ...]]:
-        order = {h.name: h.rank for h in hosts}
+        order = {h.name: index for index, h in enumerate(hosts)}
         groups = {name: tuple(sorted(members, key=order.__getitem__))
                   for name, members in self.groups.items()}
         groups["all"] = tuple(h.name for h in hosts)
-        groups["head"] = (hosts[0].name,)
-        groups["followers"] = tuple(h.name for h in hosts[1:])
+        # every serving group's head / the others (one group: rank 0 / the rest)
+        groups["head"] = tuple(h.name for h in hosts if h.is_head)
+        groups["followers"] = tuple(h.name for h in hosts if not h.is_head)
         return groups
 
 

@@ -181,8 +181,18 @@ class ModelSpec(Section):
 
 
 class ProxySpec(Section):
+    """nginx in front of the serving groups' heads (templates/nginx/ascendctl.conf.j2)."""
+
     enabled: bool = False
     port: int = Field(default=8080, ge=1, le=65535)
+    gateway: Optional[str] = None   # the host running nginx; default: the first group's head
+
+    @field_validator("gateway")
+    @classmethod
+    def _gateway(cls, value: Optional[str]) -> Optional[str]:
+        if value is not None and not NAME_RE.fullmatch(value):
+            raise ValueError("must be a host name of this inventory")
+        return value
 
 
 class HealthSpec(Section):
@@ -285,11 +295,20 @@ class VersionsSpec(Section):
         return None if value is None else check.safe_token(value)
 
 
+class RollingSpec(Section):
+    """How a changed release reaches several serving groups (docs/replicas.md)."""
+
+    max_unavailable: int = Field(default=1, ge=1, le=1024)   # groups switched at once
+    drain_timeout: float = Field(default=600, ge=0, le=86400)  # in-flight requests may take
+    bench: bool = False            # after the quality gate, a short bench against `slo`
+
+
 class DeploySpec(Section):
     root: str = "/var/lib/ascendctl"
     keep_releases: int = Field(default=5, ge=1, le=100)
     python: str = "/usr/bin/python3"   # the nodes' interpreter for the runtime (stdlib only)
     exporter_port: int = Field(default=9101, ge=1, le=65535)
+    rolling: RollingSpec = RollingSpec()
 
     @field_validator("root")
     @classmethod

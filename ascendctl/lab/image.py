@@ -12,6 +12,7 @@ that recipe changes:
   node inside systemd-nspawn: no keyring (nspawn's seccomp denies keyctl), no cgroups
   (the node's cgroup v1 controllers are read-only), host network, overlay storage in
   /var/lib/containers (each node binds its own directory on the host's disk there).
+  It also carries nginx-light (disabled): the gateway of `lab up --replicas`.
 """
 
 from __future__ import annotations
@@ -91,7 +92,8 @@ printf 'pip\n' > "$meta/INSTALLER"
 
 PODMAN_PACKAGES: tuple[str, ...] = (
     "podman", "crun", "netavark", "aardvark-dns", "catatonit", "fuse-overlayfs", "uidmap",
-    "slirp4netns", "iptables")
+    "slirp4netns", "iptables",
+    "nginx-light")   # the gateway of `lab up --replicas` (deploy enables it on that node)
 
 CONTAINERS_CONF = """# ascendctl lab: podman inside a systemd-nspawn node
 [containers]
@@ -116,7 +118,14 @@ graphroot = "/var/lib/containers/storage"
 PODMAN_INSTALL = r"""
 set -e
 apt-get update -qq
+# nothing may start in the build chroot (nginx's postinst would, on the host's network)
+printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
+chmod 755 /usr/sbin/policy-rc.d
 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends {packages}
+rm -f /usr/sbin/policy-rc.d
+# nginx runs only where a deploy makes a node the gateway (it enables nginx.service there)
+systemctl disable nginx.service >/dev/null 2>&1 || true
+rm -f /etc/nginx/sites-enabled/default
 apt-get clean
 rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
 mkdir -p /etc/containers

@@ -7,11 +7,21 @@ from pathlib import Path
 from typing import Any
 
 
+PROXY_PORT = 8080
+
+
 def build(*, name: str, chip: str, npus: int, roce_mtu: int, netmask: str, key: Path,
           known_hosts: Path, nodes: list[dict], roce_gateway: str, model_dir: Path,
-          versions: dict[str, str], engine: str | dict) -> dict:
+          versions: dict[str, str], engine: str | dict, replicas: int = 1,
+          api_key_file: Path | None = None) -> dict:
     """`engine`: the vllm executable on the nodes (engine.kind host), or an `engine:`
-    section (container, venv)."""
+    section (container, venv). `replicas` > 1: that many serving groups of
+    len(nodes) / replicas nodes each (ranks within the group, one pipeline stage per
+    node), behind nginx on node0 (the first group's head), with the API key in
+    API_KEY_FILE and the quality gate agreeing with the previous release."""
+    per_group = len(nodes) // replicas
+    if per_group < 1 or per_group * replicas != len(nodes):
+        raise ValueError(f"{len(nodes)} nodes do not make {replicas} equal serving groups")
     data: dict[str, Any] = {
         "all": {
             "vars": {
@@ -27,7 +37,7 @@ def build(*, name: str, chip: str, npus: int, roce_mtu: int, netmask: str, key: 
                 # space (it cannot measure free device memory), each node's engine bound
                 # to its own CPU (a shared machine).
                 "serving": {"mode": "mp", "port": 8000,
-                            "tensor_parallel_size": 1, "pipeline_parallel_size": len(nodes),
+                            "tensor_parallel_size": 1, "pipeline_parallel_size": per_group,
                             "max_model_len": 256, "max_num_seqs": 8, "startup_timeout": 300,
                             "env": {"VLLM_CPU_KVCACHE_SPACE": "1"}},
                 "versions": versions,
@@ -36,27 +46,37 @@ def build(*, name: str, chip: str, npus: int, roce_mtu: int, netmask: str, key: 
                 "slo": {"min_output_tokens_per_s_per_npu": 1.0, "max_p99_ttft_ms": 30000,
                         "max_p99_tpot_ms": 5000},
             },
-            "children": {
-                "nodes": {
-                    "hosts": {
-                        n["name"]: {"ansible_host": n["mgmt_ip"], "rank": n["rank"],
-                                    "ip": n["mgmt_ip"], "nic": n["nic"],
-                                    "device_ips": list(n["device_ips"]),
-                                    "env": {"VLLM_CPU_OMP_THREADS_BIND":
-                                            str(n["rank"] % (os.cpu_count() or 1))}}
-                        for n in nodes
-                    }
-                }
-            },
+            "children": {"nodes": {"hosts": _hosts(nodes, per_group)}},
         }
     }
     variables = data["all"]["vars"]
+    if replicas > 1:
+        data["all"]["children"]["nodes"] = {"children": {
+            f"replica{g}": {"vars": {"serving_group": True},
+                            "hosts": _hosts(nodes[g * per_group:(g + 1) * per_group],
+                                            per_group)}
+            for g in range(replicas)}}
+        variables["serving"]["proxy"] = {"enabled": True, "port": PROXY_PORT}
+        variables["slo"]["quality"] = {"agree_with_previous": True, "min_agreement": 0.9}
+        if api_key_file is not None:
+            variables["serving"]["api_key"] = {"file": str(api_key_file)}
     if isinstance(engine, str):
         variables["serving"] = {"mode": "mp", "engine": engine,
                                 **{k: v for k, v in variables["serving"].items() if k != "mode"}}
     else:
         variables["engine"] = dict(engine)
     return data
+
+
+def _hosts(nodes: list[dict], per_group: int) -> dict:
+    """Host entries; ranks count within the serving group, and each node's engine gets a
+    CPU of its own across the whole lab (the machine's cores are shared)."""
+    return {
+        n["name"]: {"ansible_host": n["mgmt_ip"], "rank": n["rank"] % per_group,
+                    "ip": n["mgmt_ip"], "nic": n["nic"], "device_ips": list(n["device_ips"]),
+                    "env": {"VLLM_CPU_OMP_THREADS_BIND": str(n["rank"] % (os.cpu_count() or 1))}}
+        for n in nodes
+    }
 
 
 def write(path: Path, data: dict) -> None:

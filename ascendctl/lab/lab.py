@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
+import os
 import shutil
 import subprocess
 import time
@@ -164,11 +165,15 @@ class Lab:
     # ---- up -------------------------------------------------------------------------
     def up(self, nodes: int = 2, npus_per_node: int = 8, chip: str = "910B3",
            progress: Progress | None = None, with_vllm: bool = True,
-           engine: str = "host") -> Lab:
+           engine: str = "host", replicas: int = 1) -> Lab:
         """`engine`: how the lab inventory runs vLLM: `host` (/opt/vllm on the nodes),
         `container` (the lab engine image, podman, from its archive) or `venv` (a venv
-        built on every node from the lab wheelhouse)."""
+        built on every node from the lab wheelhouse). `replicas`: serving groups of
+        nodes / replicas nodes each, behind nginx on node0 (docs/replicas.md)."""
         say = progress or _quiet
+        if replicas < 1 or nodes % replicas:
+            raise InputError(f"{nodes} nodes do not make {replicas} serving groups of equal "
+                             "size", field="--replicas")
         if engine not in ENGINE_KINDS:
             raise InputError(f"{engine!r} is not one of {', '.join(ENGINE_KINDS)}",
                              field="--engine")
@@ -246,7 +251,7 @@ class Lab:
             from ascendctl.lab.model import build_model
 
             build_model(self.model_dir)
-        self._write_inventory(self._engine_section(engine, say))
+        self._write_inventory(self._engine_section(engine, say), replicas)
         say(f"lab {self.name!r} ready in {time.monotonic() - started:.1f}s; "
             f"inventory: {self.inventory_path}")
         return self
@@ -328,14 +333,30 @@ class Lab:
                     "command": "vllm"}
         return f"{lab_image.VLLM_DIR}/bin/vllm"
 
-    def _write_inventory(self, engine: str | dict) -> None:
+    @property
+    def api_key_file(self) -> Path:
+        """The API key of a lab with replicas (0600; the inventory names the file)."""
+        return self.state_dir / "api-key"
+
+    def _write_inventory(self, engine: str | dict, replicas: int = 1) -> None:
         from ascendctl.lab import inventory
+
+        key_file = None
+        if replicas > 1:
+            key_file = self.api_key_file
+            if not key_file.exists():
+                import secrets
+
+                fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(fd, "w") as handle:
+                    handle.write("sk-lab-" + secrets.token_hex(16) + "\n")
 
         data = inventory.build(
             name=self.name, chip=self.chip, npus=self.npus_per_node,
             roce_mtu=int(self._load()["roce_mtu"]), netmask=net.NETMASK,  # type: ignore[index]
             key=self.ssh_key, known_hosts=self.known_hosts, roce_gateway=self.net.roce_host_ip,
-            model_dir=self.model_dir, engine=engine,
+            model_dir=self.model_dir, engine=engine, replicas=replicas,
+            api_key_file=key_file,
             versions={"driver": sim_state.DEFAULT_DRIVER["Version"],
                       "firmware": sim_state.DEFAULT_FIRMWARE["Version"],
                       "cann": sim_state.DEFAULT_TOOLKIT["version"], "python": "3.11",

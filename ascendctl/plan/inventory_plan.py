@@ -83,7 +83,7 @@ def workload(inv: Inventory) -> Workload:
 
 def requested_layout(inv: Inventory) -> Layout:
     s = inv.serving
-    return Layout(mode=s.mode, nodes=len(inv.hosts), tp=s.tensor_parallel_size,
+    return Layout(mode=s.mode, nodes=inv.group_size, tp=s.tensor_parallel_size,
                   pp=s.pipeline_parallel_size, dp=s.data_parallel_size,
                   dp_local=s.dp_local if s.mode == "dp" else 1,
                   expert_parallel=s.enable_expert_parallel)

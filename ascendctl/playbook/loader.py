@@ -17,7 +17,7 @@ from typing import Any
 
 from ascendctl.errors import InputError
 from ascendctl.inventory.yamlsrc import SourceMap, YamlPath, dotted, load_yaml_with_lines
-from ascendctl.playbook.model import Play, Playbook, Task, Where
+from ascendctl.playbook.model import Play, Playbook, PlaybookItem, Rolling, Task, Where
 from ascendctl.playbook.modules import MODULES, Module, ModuleError, load_modules
 from ascendctl.playbook.templating import Templar, TemplateError, contains_template
 
@@ -27,9 +27,11 @@ TASK_KEYS = ("name", "when", "tags", "register", "retries", "delay", "until", "n
              "ignore_errors", "run_once", "changed_when", "failed_when", "check_mode",
              "no_log", "become", "timeout", "vars")
 HANDLER_KEYS = TASK_KEYS + ("listen",)
+ROLLING_KEYS = ("name", "rolling", "hosts", "plays", "tags")
+ROLLING_OPTIONS = ("max_unavailable",)
 ORDERS = ("parallel", "rank", "serial")
 IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-RESERVED_VARS = frozenset({"hostvars", "groups", "inventory_hostname", "play_hosts",
+RESERVED_VARS = frozenset({"hostvars", "groups", "inventory_hostname", "play_hosts", "rolling",
                            "result", "vars", "item"})
 
 
@@ -102,7 +104,9 @@ class _Loader:
             raise InputError("the playbook is empty", file=str(self.path))
         if not isinstance(data, list):
             raise self.fail("a playbook is a list of plays (start each with `- name:`)", ())
-        plays = [self.play(item, (index,)) for index, item in enumerate(data)]
+        plays: list[PlaybookItem] = [
+            self.rolling(item, (index,)) if isinstance(item, dict) and "rolling" in item
+            else self.play(item, (index,)) for index, item in enumerate(data)]
         if not plays:
             raise InputError("the playbook has no plays", file=str(self.path))
         return Playbook(path=self.path, plays=plays)
@@ -191,6 +195,49 @@ class _Loader:
                                        path + ("any_errors_fatal",)),
             always=always, rescue=rescue, confirm=confirm,
             become=self.optional_flag(raw.get("become"), path + ("become",)))
+
+    def rolling(self, raw: dict[str, Any], path: YamlPath) -> Rolling:
+        """`rolling:` with `plays:` — the plays repeated once per batch of serving groups."""
+        for key in raw:
+            if key not in ROLLING_KEYS:
+                raise self.unknown(key, list(ROLLING_KEYS), path + (key,), "key of a rolling "
+                                   "block")
+        options = raw["rolling"]
+        if options is True or options is None:
+            options = {}
+        if not isinstance(options, dict):
+            raise self.fail("rolling takes a mapping (max_unavailable: N) or true",
+                            path + ("rolling",))
+        for key in options:
+            if key not in ROLLING_OPTIONS:
+                raise self.unknown(key, list(ROLLING_OPTIONS), path + ("rolling", key),
+                                   "rolling option")
+        max_unavailable = options.get("max_unavailable", 1)
+        where = path + ("rolling", "max_unavailable")
+        if isinstance(max_unavailable, str):
+            if not contains_template(max_unavailable):
+                raise self.fail("max_unavailable must be a number of serving groups (>= 1) "
+                                "or a template giving one", where)
+            self.check_templates(max_unavailable, where)
+        else:
+            max_unavailable = self.integer(max_unavailable, where, low=1, high=100000)
+        hosts = self.text(raw.get("hosts", "all"), path + ("hosts",))
+        name = self.text(raw.get("name", "rolling"), path + ("name",))
+        if "plays" not in raw:
+            raise self.fail("a rolling block needs `plays:` (the plays run for each batch of "
+                            "serving groups)", path)
+        inner = self.sequence(raw["plays"], path + ("plays",))
+        plays = []
+        for i, item in enumerate(inner):
+            if isinstance(item, dict) and "rolling" in item:
+                raise self.fail("rolling blocks do not nest", path + ("plays", i, "rolling"))
+            plays.append(self.play(item, path + ("plays", i)))
+        if not any(not (p.rescue or p.always) for p in plays):
+            raise self.fail("a rolling block needs at least one play that is neither rescue "
+                            "nor always", path + ("plays",))
+        return Rolling(name=name, where=self.where(path), plays=plays, hosts=hosts,
+                       max_unavailable=max_unavailable,
+                       tags=self.tags(raw.get("tags"), path + ("tags",)))
 
     def task(self, raw: Any, path: YamlPath, *, handler: bool, index: int) -> Task:
         keywords = HANDLER_KEYS if handler else TASK_KEYS

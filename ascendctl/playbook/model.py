@@ -87,10 +87,35 @@ class Play:
 
 
 @dataclass
+class Rolling:
+    """A block of plays run once per batch of serving groups (docs/playbooks.md, *Rolling
+    over serving groups*): each batch's plays act only on the batch's hosts, its `rescue`
+    plays run when one of its plays failed, its `always` plays after every batch; a failed
+    batch ends the rollout."""
+
+    name: str
+    where: Where
+    plays: list[Play]
+    hosts: str = "all"                          # which serving groups roll (their hosts)
+    max_unavailable: Union[int, str] = 1        # groups per batch (or a template)
+    tags: frozenset[str] = frozenset()
+
+
+PlaybookItem = Union[Play, Rolling]
+
+
+@dataclass
 class Playbook:
     path: Path
-    plays: list[Play]
+    plays: list[PlaybookItem]
 
     @property
     def directory(self) -> Path:
         return self.path.resolve().parent
+
+    def all_plays(self) -> list[Play]:
+        """Every play, those of rolling blocks in place (each once)."""
+        out: list[Play] = []
+        for item in self.plays:
+            out.extend(item.plays if isinstance(item, Rolling) else [item])
+        return out

@@ -8,7 +8,14 @@ go on. Handlers run at the end of each batch, for the hosts that notified them.
 
 After a failure that stops the run (any_errors_fatal, or a stop requested through the
 run state), only `rescue: true` plays (when something failed) and `always: true` plays
-still run. The run's state (ascendctl/playbook/state.py) is handed to every module as
+still run.
+
+A `rolling:` block repeats its plays once per batch of serving groups (at most
+`max_unavailable` groups per batch, in inventory order): each batch's plays act only on
+the batch's hosts; its rescue plays run when a play of the batch failed, its always plays
+after every batch it started. A failed batch ends the rollout (later batches never start)
+and stops the run; a failure its own rescue plays handled does not run the playbook's
+outer rescue plays again. The run's state (ascendctl/playbook/state.py) is handed to every module as
 `ctx.run_state`; a run_once task runs in the runner's own thread, so the module can fan
 out over the pool (`ctx.pool.map`) within --forks.
 """
@@ -21,14 +28,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
 from ascendctl.errors import AscendctlError, InputError
-from ascendctl.playbook.model import Play, Playbook, Task
+import dataclasses
+
+from ascendctl.playbook.model import Play, Playbook, Rolling, Task
 from ascendctl.playbook.modules import (
     MODULES, Module, ModuleContext, ModuleError, ModuleResult, load_modules,
 )
 from ascendctl.playbook.results import (
     PlayReport, RunReport, TaskHostResult, TaskReport, TaskStatus,
 )
-from ascendctl.playbook.state import FailedTask, RunState
+from ascendctl.playbook.state import FailedTask, RollingBatch, RunState
 from ascendctl.playbook.templating import Templar, TemplateError
 from ascendctl.transport.errors import ConnectError
 
@@ -89,6 +98,16 @@ def inventory_vars(inventory: "Inventory", host: "Host") -> dict[str, Any]:
 
 
 @dataclass
+class PlanItem:
+    """One play to run with its hosts; in a rolling block, the batch it belongs to."""
+
+    play: Play
+    hosts: tuple["Host", ...]
+    batch: Optional[RollingBatch] = None
+    block: int = -1                 # index of the rolling block in the playbook
+
+
+@dataclass
 class HostState:
     host: "Host"
     base: dict[str, Any]
@@ -144,50 +163,130 @@ class PlaybookRunner:
     # -- planning (no host contacted) --------------------------------------------------------
 
     def plan(self, *, for_run: bool = True) -> list[tuple[Play, tuple["Host", ...]]]:
-        """Each play with its hosts (pattern ∩ --limit). Raises InputError before any SSH.
+        """Each play with its hosts (pattern ∩ --limit), rolling blocks expanded into one
+        copy of their plays per batch. Raises InputError before any SSH.
 
         for_run: also refuse plays that need a confirmation nobody can give."""
+        return [(item.play, item.hosts) for item in self.plan_items(for_run=for_run)]
+
+    def plan_items(self, *, for_run: bool = True) -> list[PlanItem]:
         load_modules(plugins=False)
         limit = None
         if self.options.limit:
             limit = {h.name for h in self.inventory.select(self.options.limit)}
-        planned = []
-        for play in self.playbook.plays:
-            try:
-                hosts = self.inventory.select(play.hosts)
-            except InputError as err:
-                raise InputError(f"hosts: {err}", file=play.where.file,
-                                 line=play.where.line) from None
-            if limit is not None:
-                hosts = tuple(h for h in hosts if h.name in limit)
-            planned.append((play, hosts))
+        planned: list[PlanItem] = []
+        for index, item in enumerate(self.playbook.plays):
+            if isinstance(item, Rolling):
+                planned += self._plan_rolling(item, index, limit)
+            else:
+                planned.append(PlanItem(item, self._select(item, limit)))
         interactive = self.options.confirm is not None or not for_run
-        for play, hosts in planned:
-            if play.confirm and hosts and not (self.options.yes or self.options.check
-                                               or interactive):
+        for entry in planned:
+            play = entry.play
+            if play.confirm and entry.hosts and not (self.options.yes or self.options.check
+                                                     or interactive):
                 raise InputError(f"play {play.name!r} asks for confirmation ({play.confirm}); "
                                  "pass --yes to run it unattended", file=play.where.file,
                                  line=play.where.line, field="confirm")
         return planned
 
+    def _select(self, play: Play, limit: Optional[set[str]],
+                scope: Optional[set[str]] = None) -> tuple["Host", ...]:
+        try:
+            hosts = self.inventory.select(play.hosts)
+        except InputError as err:
+            raise InputError(f"hosts: {err}", file=play.where.file,
+                             line=play.where.line) from None
+        if limit is not None:
+            hosts = tuple(h for h in hosts if h.name in limit)
+        if scope is not None:
+            hosts = tuple(h for h in hosts if h.name in scope)
+        return hosts
+
+    def _plan_rolling(self, block: Rolling, index: int,
+                      limit: Optional[set[str]]) -> list[PlanItem]:
+        """The block's plays once per batch of serving groups."""
+        try:
+            wanted = {h.name for h in self.inventory.select(block.hosts)}
+        except InputError as err:
+            raise InputError(f"hosts: {err}", file=block.where.file,
+                             line=block.where.line) from None
+        if limit is not None:
+            wanted &= limit
+        groups = [(g.name, tuple(n for n in g.hosts if n in wanted))
+                  for g in self.inventory.serving_groups]
+        groups = [(name, hosts) for name, hosts in groups if hosts]
+        size = self._max_unavailable(block)
+        batches = [groups[i:i + size] for i in range(0, len(groups), size)]
+        named = self.inventory.replicated or any(name != "all" for name, _ in groups)
+        items: list[PlanItem] = []
+        for number, members in enumerate(batches, start=1):
+            names = tuple(name for name, _ in members)
+            scope = tuple(h for _, hosts in members for h in hosts)
+            batch = RollingBatch(
+                block=block.name, index=number, count=len(batches), groups=names,
+                hosts=scope,
+                waiting=tuple(n for b in batches[number:] for n, _ in b),
+                done=tuple(n for b in batches[:number - 1] for n, _ in b))
+            for play in block.plays:
+                copy = dataclasses.replace(
+                    play, tags=play.tags | block.tags,
+                    name=f"{play.name} [{', '.join(names)}]" if named else play.name)
+                items.append(PlanItem(copy, self._select(copy, limit, set(scope)), batch,
+                                      index))
+        return items
+
+    def _max_unavailable(self, block: Rolling) -> int:
+        value: Any = block.max_unavailable
+        if isinstance(value, str):
+            head = self.inventory.hosts[0]
+            context = {**inventory_vars(self.inventory, head), **self.options.extra_vars}
+            try:
+                value = self.templar.render(value, context)
+            except TemplateError as err:
+                raise InputError(f"max_unavailable: {err}", file=block.where.file,
+                                 line=block.where.line) from None
+            if isinstance(value, str) and value.strip().isdigit():
+                value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InputError(f"max_unavailable must be a number of serving groups >= 1, got "
+                             f"{value!r}", file=block.where.file, line=block.where.line,
+                             field="rolling.max_unavailable")
+        return value
+
     # -- running -----------------------------------------------------------------------------
 
     def run(self) -> RunReport:
-        planned = self.plan()
+        planned = self.plan_items()
         started = time.monotonic()
         all_hosts: dict[str, "Host"] = {}
-        for _, hosts in planned:
-            for host in hosts:
+        for item in planned:
+            for host in item.hosts:
                 all_hosts[host.name] = host
         for name, host in all_hosts.items():
             self.states[name] = HostState(host=host, base=inventory_vars(self.inventory, host))
         self.pool = self._make_pool(list(all_hosts.values()))
         try:
             stopped = False
-            for play, hosts in planned:
+            position = 0
+            while position < len(planned):
+                item = planned[position]
+                if item.batch is not None:
+                    batch = [i for i in planned[position:] if i.block == item.block
+                             and i.batch == item.batch]
+                    position += len(batch)
+                    if stopped or self._stop_requested():
+                        # the rollout ended (or never began): later batches never start
+                        stopped = True
+                        continue
+                    if not self._run_rolling_batch(batch):
+                        stopped = True
+                    continue
+                position += 1
+                play, hosts = item.play, item.hosts
                 stopped = stopped or self._stop_requested()
                 if play.rescue:
-                    if not self._rescue_wanted():
+                    if not self._rescue_wanted() or self._rescued:
                         continue
                 elif stopped and not play.always:
                     continue
@@ -197,12 +296,57 @@ class PlaybookRunner:
             self.report.interrupted = True
             self.pool.interrupt()
         finally:
+            self.run_state.rolling = None
             self.run_state.close()
             self.report.exec_counts = self.pool.exec_counts()
             self.pool.close()
             self.report.duration = time.monotonic() - started
         self.reporter.run_end(self.report)
         return self.report
+
+    _rescued = False      # a rolling batch's own rescue plays handled the run's failure
+
+    def _run_rolling_batch(self, items: list[PlanItem]) -> bool:
+        """One batch of a rolling block; False when it failed (the rollout ends)."""
+        batch = items[0].batch
+        assert batch is not None
+        self.reporter.note(f"ROLLING [{batch.block}] batch {batch.index}/{batch.count}: "
+                           f"{', '.join(batch.groups)}"
+                           + (f" (then {', '.join(batch.waiting)})" if batch.waiting else ""))
+        failure_before = self.run_state.failure
+        gone = {h for h in batch.hosts if h in self.states and not self.states[h].active}
+        if len(gone) == len(batch.hosts):
+            self.reporter.note("no hosts left in this batch")
+            return True
+
+        def went_wrong() -> bool:
+            return self.run_state.failure is not failure_before or any(
+                not self.states[h].active for h in batch.hosts
+                if h in self.states and h not in gone)
+
+        failed = False
+        self.run_state.rolling = batch
+        try:
+            for item in items:
+                play = item.play
+                failed = failed or went_wrong() or self._stop_requested()
+                if play.rescue:
+                    if not failed or not self._rescue_wanted():
+                        continue
+                    self._rescued = True
+                elif failed and not play.always:
+                    continue
+                if not self._run_play(play, item.hosts) and not (play.rescue or play.always):
+                    failed = True
+            failed = failed or went_wrong()
+        finally:
+            self.run_state.rolling = None
+        if failed and not self.report.aborted:
+            self.report.aborted = (f"rolling [{batch.block}]: batch {batch.index}/"
+                                   f"{batch.count} ({', '.join(batch.groups)}) failed; the "
+                                   "rollout stops")
+            self.reporter.note(f"stopping: {self.report.aborted}")
+        return not failed
 
     def _stop_requested(self) -> bool:
         """A stop asked for through the run state: note it once as the run's abort."""
@@ -424,6 +568,8 @@ class PlaybookRunner:
                 variables[key] = self.templar.render(value, variables)
         variables.update(self.options.extra_vars)
         variables["hostvars"] = self.hostvars
+        variables["rolling"] = (self.run_state.rolling.as_vars()
+                                if self.run_state.rolling is not None else None)
         variables["play_hosts"] = list(self._play_hosts)
         variables["ansible_play_hosts"] = variables["play_hosts"]
         variables["check_mode"] = self.options.check

@@ -9,7 +9,8 @@ Every module gets it as `ctx.run_state`. It holds:
 * the run's first failure (`failure`), which rescue plays see as the `failed_task`
   variable;
 * a stop request: any part, from any thread (a lock heartbeat), may ask the run to stop at
-  the next step boundary (`request_stop`), with or without its rescue plays.
+  the next step boundary (`request_stop`), with or without its rescue plays;
+* the batch of serving groups a rolling block works on (`rolling`), None outside one.
 
 Parts may offer `template_vars() -> dict` (variables for the playbook's templates and
 conditions) and `close()` (called once when the run ends, whatever happened).
@@ -41,6 +42,25 @@ class FailedTask:
 
 
 @dataclass(frozen=True)
+class RollingBatch:
+    """The batch of serving groups a rolling block is working on (`ctx.run_state.rolling`,
+    and the `rolling` variable of its plays)."""
+
+    block: str
+    index: int                      # 1-based
+    count: int                      # batches in the rollout
+    groups: tuple[str, ...]         # the serving groups of this batch
+    hosts: tuple[str, ...]          # their hosts (the plays act on these only)
+    waiting: tuple[str, ...] = ()   # groups of later batches (still on what they ran)
+    done: tuple[str, ...] = ()      # groups of earlier batches
+
+    def as_vars(self) -> dict[str, Any]:
+        return {"block": self.block, "batch": self.index, "batches": self.count,
+                "groups": list(self.groups), "hosts": list(self.hosts),
+                "waiting": list(self.waiting), "done": list(self.done)}
+
+
+@dataclass(frozen=True)
 class StopRequest:
     reason: str
     rescue: bool        # False: the rescue plays do not run either (only `always` plays)
@@ -52,6 +72,7 @@ class RunState:
         self._lock = threading.RLock()
         self._stop: Optional[StopRequest] = None
         self.failure: Optional[FailedTask] = None
+        self.rolling: Optional[RollingBatch] = None     # set while a rolling block runs
 
     # -- parts -----------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from ascendctl.inventory import Host, Inventory
 
 OWN_UNIT_PREFIX = "ascendctl-"     # ascendctl-engine/ray/exporter/watchdog.service
-PROXY_UNIT = "nginx.service"        # the head's reverse proxy (serving.proxy)
+PROXY_UNIT = "nginx.service"        # the gateway's reverse proxy (serving.proxy)
 
 
 @dataclass(frozen=True)
@@ -20,9 +20,9 @@ class PortUse:
 
 
 def launch_ports(inv: Inventory) -> tuple[PortUse, ...]:
-    """Ports followers connect to on the head (empty on a single node)."""
+    """Ports followers connect to on their group's head (empty for single-node groups)."""
     s = inv.serving
-    if len(inv.hosts) < 2:
+    if inv.group_size < 2:
         return ()
     if s.mode == "dp":
         return (PortUse(s.data_parallel_rpc_port, "--data-parallel-rpc-port"),)
@@ -38,8 +38,9 @@ def ports_bound(inv: Inventory, host: Host) -> tuple[PortUse, ...]:
     if host.is_head:
         uses.append(PortUse(s.port, "API server (--port)"))
         uses += launch_ports(inv)
-        if s.proxy.enabled:
-            uses.append(PortUse(s.proxy.port, "reverse proxy", (PROXY_UNIT,)))
+    gateway = inv.gateway_name or inv.serving_groups[0].head
+    if s.proxy.enabled and host.name == gateway:
+        uses.append(PortUse(s.proxy.port, "reverse proxy", (PROXY_UNIT,)))
     seen: dict[int, PortUse] = {}
     for use in uses:
         seen.setdefault(use.port, use)

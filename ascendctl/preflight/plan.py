@@ -56,16 +56,18 @@ def gather_params(inv: Inventory, host: Host, *, play_hosts: Sequence[str],
     _, cards, dies = chip_expectation(inv)
     if known_ips is None:
         known_ips = {h.name: dict(enumerate(h.device_ips)) for h in inv.hosts if h.device_ips}
-    order = [h.name for h in inv.hosts if h.name in set(play_hosts)]
+    # RoCE traffic and the launch ports stay within the host's serving group
+    group = inv.view_of(host)
+    order = [h.name for h in group.hosts if h.name in set(play_hosts)]
     peers = {p: known_ips[p] for p in ping_peers(order, host.name, pings) if p in known_ips}
     roce_ports = range(cards * dies)
-    probe_ports = tuple(u.port for u in launch_ports(inv)) if not host.is_head else ()
+    probe_ports = tuple(u.port for u in launch_ports(group)) if not host.is_head else ()
     model_path = inv.deploy.root if inv.model.source is not None else inv.model.path
     return GatherParams(
         npu_count=cards, chips_per_npu=dies,
         model_path=model_path,
         listen_ports=tuple(u.port for u in ports_bound(inv, host)),
-        probe_host=inv.head.ip if probe_ports else None, probe_ports=probe_ports,
+        probe_host=group.head.ip if probe_ports else None, probe_ports=probe_ports,
         ping_targets=ping_targets(roce_ports, peers, pings),
         path_mtu=inv.cluster.roce.mtu, max_jobs=max_jobs,
         **{"python": serving_python(inv), **engine_gather_params(inv)},
@@ -75,6 +77,6 @@ def gather_params(inv: Inventory, host: Host, *, play_hosts: Sequence[str],
 def second_round_peers(inv: Inventory, host: Host, *, play_hosts: Sequence[str],
                        pings: str) -> list[str]:
     """Peers of `host` that the first round could not ping (no inventory device_ips)."""
-    order = [h.name for h in inv.hosts if h.name in set(play_hosts)]
+    order = [h.name for h in inv.view_of(host).hosts if h.name in set(play_hosts)]
     missing = {h.name for h in inv.hosts if not h.device_ips}
     return [p for p in ping_peers(order, host.name, pings) if p in missing]

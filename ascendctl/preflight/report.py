@@ -180,8 +180,16 @@ def build_report(inv: Inventory, hosts: Sequence[str], gathers: Mapping[str, Map
                 own[name] = holders
                 node.allowed = _allowed_notes(holders, f)
         nodes.append(node)
-    exp = build_expectations(inv, options=options, own=own, model_bytes=model_bytes)
-    results = run_checks(facts, exp, only=only or None, skip=skip or None)
+    # each serving group is judged as a cluster of its own (its head, its ranks, its RoCE
+    # plane); one group: the whole inventory, as before
+    results = []
+    for view in inv.group_views():
+        members = {h.name for h in view.hosts}
+        exp = build_expectations(view, options=options,
+                                 own={n: o for n, o in own.items() if n in members},
+                                 model_bytes=model_bytes)
+        results += run_checks({n: f for n, f in facts.items() if n in members}, exp,
+                              only=only or None, skip=skip or None)
     by_node: dict[str, list[CheckResult]] = {n: [] for n in hosts}
     reach_selected = _reachable_selected(only, skip)
     for node in nodes:

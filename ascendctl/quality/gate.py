@@ -27,7 +27,7 @@ from ascendctl.transport.nodecall import NodeCallError, call_node
 if TYPE_CHECKING:
     from ascendctl.inventory import Host, Inventory
     from ascendctl.inventory.quality import QualitySpec
-    from ascendctl.transport import HostConnection
+    from ascendctl.transport.remote import Remote
 
 QUICK_TIMEOUT_S = 60.0
 ENTRY = "quality_node"
@@ -43,7 +43,7 @@ class LiveReference:
     deploy): asked the same prompts when that release left no gate record."""
 
     node: "Host"
-    conn: "HostConnection"
+    conn: "Remote"
     release: str
 
 
@@ -72,7 +72,7 @@ class ReferenceAnswers:
 class QualityNode:
     """runtime quality_node.py operations on one node, over its connection."""
 
-    def __init__(self, inv: "Inventory", node: "Host", conn: "HostConnection"):
+    def __init__(self, inv: "Inventory", node: "Host", conn: "Remote"):
         self.inv, self.node, self.conn = inv, node, conn
 
     def call(self, op: str, timeout: float = QUICK_TIMEOUT_S, **kwargs: Any) -> dict[str, Any]:
@@ -119,7 +119,7 @@ def check_fits(inv: "Inventory", prompt_set: PromptSet, max_tokens: int) -> None
                              file=str(inv.path), field="slo.quality.max_tokens")
 
 
-def run_quality_gate(inv: "Inventory", release_id: Optional[str], conn: "HostConnection", *,
+def run_quality_gate(inv: "Inventory", release_id: Optional[str], conn: "Remote", *,
                      node: Optional["Host"] = None,
                      previous_release: Optional[str] = None,
                      live_reference: Optional[LiveReference] = None,
@@ -287,7 +287,7 @@ def _store(here: QualityNode, report: QualityReport) -> str:
     return stored["path"]
 
 
-def has_recorded_answers(inv: "Inventory", release: str, conn: "HostConnection",
+def has_recorded_answers(inv: "Inventory", release: str, conn: "Remote",
                          node: Optional["Host"] = None) -> bool:
     """Whether RELEASE has a passing gate record of the inventory's prompt set on NODE: a
     rolling deploy that finds none records one (run_quality_gate(..., baseline=True))
@@ -299,7 +299,7 @@ def has_recorded_answers(inv: "Inventory", release: str, conn: "HostConnection",
     return bool(where.get("reference"))
 
 
-def latest_gate_results(inv: "Inventory", conn: "HostConnection",
+def latest_gate_results(inv: "Inventory", conn: "Remote",
                         node: Optional["Host"] = None) -> dict[str, dict[str, Any]]:
     """Each release's newest gate record on the head (summaries), for `history`."""
     return QualityNode(inv, node or inv.head, conn).call("list")["latest"]

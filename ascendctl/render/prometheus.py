@@ -25,12 +25,14 @@ def prometheus_files(inv: Inventory, *, scrape_interval: str = "15s",
     config = render_template(
         "prometheus/prometheus.yml.j2", cluster=inv.cluster.name, rules_file=RULES_FILE,
         scrape_interval=scrape_interval, evaluation_interval=evaluation_interval,
-        engine_target=f"{inv.head.address}:{s.port}", head=inv.head.name,
+        engine_targets=[{"address": f"{h.address}:{s.port}", "node": h.name,
+                         "group": h.serving_group} for h in inv.heads],
         exporter_targets=[{"address": f"{h.address}:{inv.deploy.exporter_port}",
-                           "node": h.name, "rank": str(h.rank)} for h in inv.hosts])
+                           "node": h.name, "rank": str(h.rank), "group": h.serving_group}
+                          for h in inv.hosts])
     ttft = inv.slo.max_p99_ttft_ms
     rules = render_template(
-        "prometheus/alerts.yml.j2", cluster=inv.cluster.name,
+        "prometheus/alerts.yml.j2", cluster=inv.cluster.name, replicated=inv.replicated,
         hbm_threshold=s.hbm_watchdog_threshold, kv_threshold=KV_CACHE_THRESHOLD,
         queue_threshold=s.max_num_seqs * s.data_parallel_size,
         restart_loop_starts=RESTART_LOOP_STARTS, restart_loop_window=RESTART_LOOP_WINDOW,

@@ -13,7 +13,7 @@ from typing import Any
 from ascendctl.engine.identity import EngineIdentity
 from ascendctl.errors import InputError
 from ascendctl.inventory import Host, Inventory
-from ascendctl.render import health, prometheus, timeouts
+from ascendctl.render import health, prometheus, proxy, timeouts
 from ascendctl.render.engine import (
     data_parallel_ranks, engine_argv, engine_environment, ray_argv,
 )
@@ -199,7 +199,7 @@ def render_release(inv: Inventory, *, release_id: str,
                    checkpoint_dtype: Any = ...,
                    engine: EngineIdentity | None = None,
                    ) -> dict[str, list[RenderedFile]]:
-    """Every node's release files, keyed by host name (rank order).
+    """Every node's release files, keyed by host name (serving group, then rank order).
 
     `secrets`: {"api_key": value, "health_token": value} resolved by the caller (each
     optional); without them secrets.env holds placeholders. `nics` / `device_ips`: values discovered on the nodes for hosts whose
@@ -209,24 +209,26 @@ def render_release(inv: Inventory, *, release_id: str,
     archive or wheelhouse (`preview_identity`). Raises InputError for incoherent timeouts."""
     timeouts.check_timeouts(inv)
     dtype = detect_checkpoint_dtype(inv) if checkpoint_dtype is ... else checkpoint_dtype
-    table = rank_table_json(build_rank_table(inv, device_ips=device_ips))
     engine = engine or (preview_identity(inv) if inv.engine.kind != "host" else None)
-    return {host.name: render_node(inv, host, release_id=release_id, secrets=secrets,
-                                   nic=(nics or {}).get(host.name), rank_table=table,
-                                   checkpoint_dtype=dtype, engine=engine)
-            for host in inv.hosts}
+    rendered: dict[str, list[RenderedFile]] = {}
+    for view in inv.group_views():
+        # each serving group: its own rank table, head address, supervisor
+        table = rank_table_json(build_rank_table(view, device_ips=device_ips))
+        for host in view.hosts:
+            rendered[host.name] = render_node(view, host, release_id=release_id,
+                                              secrets=secrets,
+                                              nic=(nics or {}).get(host.name),
+                                              rank_table=table, checkpoint_dtype=dtype,
+                                              engine=engine)
+    return rendered
 
 
 def render_cluster(inv: Inventory) -> list[RenderedFile]:
-    """Cluster-level files: the head's nginx site and the Prometheus config and rules."""
-    s = inv.serving
-    ident = inv.cluster.name.replace("-", "_").replace(".", "_")
+    """Cluster-level files: the gateway's nginx site (every serving group in the balancer)
+    and the Prometheus config and rules."""
     files = []
-    if s.proxy.enabled:
-        files.append(RenderedFile("nginx/ascendctl.conf", render_template(
-            "nginx/ascendctl.conf.j2", cluster=inv.cluster.name, ident=ident,
-            upstream=f"127.0.0.1:{s.port}", listen_port=s.proxy.port,
-            stream_timeout=max(3600, s.startup_timeout)).encode()))
+    if inv.serving.proxy.enabled:
+        files.append(proxy.site_file(inv))
     files += prometheus.prometheus_files(inv)
     return files
 

@@ -21,7 +21,8 @@ HCCL_CONNECT_RANGE = (120, 7200)
 
 
 def start_spread_s(inv: Inventory) -> int:
-    return (len(inv.hosts) - 1) * RANK_START_WAIT_S
+    """Between the first and the last rank of one serving group starting."""
+    return (inv.group_size - 1) * RANK_START_WAIT_S
 
 
 def start_limit_interval_s(inv: Inventory) -> int:
@@ -42,7 +43,7 @@ def check_timeouts(inv: Inventory) -> list[str]:
 
     if s.hccl_connect_timeout <= spread:
         raise fail(f"HCCL_CONNECT_TIMEOUT {s.hccl_connect_timeout} s does not exceed the rank "
-                   f"start-up spread: {len(inv.hosts)} nodes started in order, "
+                   f"start-up spread: {inv.group_size} nodes started in order, "
                    f"{RANK_START_WAIT_S} s apart = {spread} s; use at least "
                    f"{spread + LOAD_SKEW_MARGIN_S}", "hccl_connect_timeout")
     warnings = []
@@ -60,6 +61,6 @@ def check_timeouts(inv: Inventory) -> list[str]:
                         "time out while a slow rank is still joining")
     if s.startup_timeout < spread + RANK_START_WAIT_S:
         raise fail(f"startup_timeout {s.startup_timeout} s is shorter than the time needed "
-                   f"just to start {len(inv.hosts)} ranks in order "
+                   f"just to start {inv.group_size} ranks in order "
                    f"({spread + RANK_START_WAIT_S} s)", "startup_timeout")
     return warnings

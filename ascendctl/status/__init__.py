@@ -1,38 +1,47 @@
 """`ascendctl status`: per node and rank the engine's state, release, NPUs, RoCE links; on
-the head the deep probe (a real 1-token completion through the API key), the engine's
-metrics and the gang supervisor's state; one verdict for the cluster, with reasons that
-name the node and rank. One remote execution per node, all nodes at once (the probe runs
-inside the head's)."""
+each serving group's head the deep probe (a real 1-token completion through the API key),
+the engine's metrics and the gang supervisor's state; a verdict per serving group and one
+for the whole service (degraded while some group does not serve), with reasons that name
+the group, node and rank. One remote execution per node, all nodes at once (the probe runs
+inside each head's)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 from ascendctl.inventory import Host, Inventory
 from ascendctl.status.model import (
-    ChipStatus, ClusterStatus, EngineUnit, NodeStatus, SupervisorStatus, Verdict,
+    ChipStatus, ClusterStatus, EngineUnit, GroupStatus, NodeStatus, ProxyStatus,
+    SupervisorStatus, Verdict,
 )
 from ascendctl.status.parse import node_status, supervisor_status
-from ascendctl.status.verdict import verdict
+from ascendctl.status.verdict import service_verdict, verdict
 
 DEFAULT_PROBE_TIMEOUT_S = 5.0
 NODE_CALL_MARGIN_S = 30.0
+PROXY_UNIT = "nginx.service"
 
-__all__ = ["ChipStatus", "ClusterStatus", "EngineUnit", "NodeStatus", "SupervisorStatus",
-           "Verdict", "collect", "node_status", "side_units", "verdict"]
+__all__ = ["ChipStatus", "ClusterStatus", "EngineUnit", "GroupStatus", "NodeStatus",
+           "ProxyStatus", "SupervisorStatus", "Verdict", "collect", "judge", "node_status",
+           "side_units", "verdict"]
 
 
 def side_units(inv: Inventory, host: Host) -> list[str]:
     from ascendctl.deploy.release import SIDE_UNITS
     from ascendctl.render.health import SUPERVISOR_UNIT
 
-    return [u for u in SIDE_UNITS if u != SUPERVISOR_UNIT or host.is_head]
+    units = [u for u in SIDE_UNITS if u != SUPERVISOR_UNIT or host.is_head]
+    if inv.serving.proxy.enabled and host.name == (inv.gateway_name
+                                                   or inv.serving_groups[0].head):
+        units.append(PROXY_UNIT)
+    return units
 
 
 def collect(inv: Inventory, pool: Any, *,
             probe_timeout: float = DEFAULT_PROBE_TIMEOUT_S) -> ClusterStatus:
-    """One status call per node over the pool's connections, in parallel."""
-    from ascendctl.render.health import SUPERVISOR_UNIT, node_engine_units
+    """One status call per node over the pool's connections, in parallel; a verdict per
+    serving group (from its head's deep probe and supervisor) and for the whole service."""
+    from ascendctl.render.health import node_engine_units
     from ascendctl.transport.nodecall import call_node
     from ascendctl.transport.results import HostStatus
 
@@ -51,21 +60,47 @@ def collect(inv: Inventory, pool: Any, *,
 
     results = pool.map(one)
     nodes = []
-    head_raw = None
+    raws: dict[str, Any] = {}
     for host in inv.hosts:
         result = results[host.name]
         if result.ok:
-            nodes.append(node_status(host, result.value, expect_npus=ports,
-                                     engine_units=node_engine_units(inv, host)))
-            if host.is_head:
-                head_raw = result.value
+            status = node_status(host, result.value, expect_npus=ports,
+                                 engine_units=node_engine_units(inv, host))
+            raws[host.name] = result.value
         else:
             error = result.error if result.status == HostStatus.UNREACHABLE \
                 else f"the status call failed: {result.error}"
-            nodes.append(NodeStatus(name=host.name, rank=host.rank, reachable=False,
-                                    error=error))
-    sup = supervisor_status(head_raw, SUPERVISOR_UNIT)
-    state, reasons = verdict(inv, nodes, sup)
-    head = next((n for n in nodes if n.rank == 0), None)
+            status = NodeStatus(name=host.name, rank=host.rank, reachable=False, error=error)
+        status.group = host.serving_group
+        nodes.append(status)
+    return judge(inv, nodes, raws)
+
+
+def judge(inv: Inventory, nodes: list[NodeStatus], raws: dict[str, Any]) -> ClusterStatus:
+    """Each group's verdict, then the service's. Pure."""
+    from ascendctl.render.health import SUPERVISOR_UNIT
+
+    groups = []
+    for view in inv.group_views():
+        members = [n for n in nodes if n.group == view.serving_groups[0].name]
+        sup = supervisor_status(raws.get(view.head.name), SUPERVISOR_UNIT)
+        state, reasons = verdict(view, members, sup)
+        head = next((n for n in members if n.name == view.head.name), None)
+        groups.append(GroupStatus(name=view.serving_groups[0].name, head=view.head.name,
+                                  verdict=state, reasons=reasons,
+                                  nodes=[n.name for n in members],
+                                  serving=head.probe if head else None, supervisor=sup))
+    proxy = proxy_status(inv, nodes)
+    state, reasons = service_verdict(inv, groups, proxy)
     return ClusterStatus(cluster=inv.cluster.name, verdict=state, reasons=reasons,
-                         nodes=nodes, serving=head.probe if head else None, supervisor=sup)
+                         nodes=nodes, serving=groups[0].serving,
+                         supervisor=groups[0].supervisor, groups=groups, proxy=proxy)
+
+
+def proxy_status(inv: Inventory, nodes: list[NodeStatus]) -> Optional[ProxyStatus]:
+    gateway = inv.gateway
+    if gateway is None:
+        return None
+    node = next(n for n in nodes if n.name == gateway.name)
+    state = node.units.get(PROXY_UNIT, "not installed") if node.reachable else None
+    return ProxyStatus(node=gateway.name, port=inv.serving.proxy.port, state=state)

@@ -60,6 +60,7 @@ class NodeStatus:
     name: str
     rank: int
     reachable: bool
+    group: str = "all"              # its serving group
     error: Optional[str] = None
     release: Optional[str] = None
     units: dict[str, str] = field(default_factory=dict)        # unit → active/sub
@@ -113,17 +114,43 @@ class SupervisorStatus:
 
 
 @dataclass
-class ClusterStatus:
-    cluster: str
+class GroupStatus:
+    """One serving group (replica): its own verdict, from its head's probe and supervisor."""
+
+    name: str
+    head: str
     verdict: Verdict
     reasons: list[str]
-    nodes: list[NodeStatus]
+    nodes: list[str]
     serving: Optional[dict[str, Any]] = None
     supervisor: Optional[SupervisorStatus] = None
+
+
+@dataclass
+class ProxyStatus:
+    """nginx on the gateway (serving.proxy)."""
+
+    node: str
+    port: int
+    state: Optional[str]            # nginx.service active/sub, None: the node is unreachable
+
+
+@dataclass
+class ClusterStatus:
+    cluster: str
+    verdict: Verdict                # the whole service's (one group: the group's)
+    reasons: list[str]
+    nodes: list[NodeStatus]
+    serving: Optional[dict[str, Any]] = None       # the first group's head probe
+    supervisor: Optional[SupervisorStatus] = None  # the first group's supervisor
+    groups: list[GroupStatus] = field(default_factory=list)
+    proxy: Optional[ProxyStatus] = None
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["verdict"] = self.verdict.value
+        for group in data["groups"]:
+            group["verdict"] = group["verdict"].value
         return data
 
     @property

@@ -12,7 +12,9 @@ from __future__ import annotations
 from typing import Optional
 
 from ascendctl.inventory import Inventory
-from ascendctl.status.model import EngineUnit, NodeStatus, SupervisorStatus, Verdict
+from ascendctl.status.model import (
+    EngineUnit, GroupStatus, NodeStatus, ProxyStatus, SupervisorStatus, Verdict,
+)
 
 RUNNING = "running"
 
@@ -108,3 +110,36 @@ def verdict(inv: Inventory, nodes: list[NodeStatus], sup: Optional[SupervisorSta
     if down:
         return Verdict.DOWN, down + attention
     return (Verdict.DEGRADED if attention else Verdict.HEALTHY), attention
+
+
+def service_verdict(inv: Inventory, groups: list[GroupStatus], proxy: Optional[ProxyStatus]
+                    ) -> tuple[Verdict, list[str]]:
+    """The whole service: one group — its verdict (plus the proxy). Several — healthy when
+    every group is, down when none serves, degraded otherwise; each reason names its group."""
+    proxy_down = None
+    if proxy is not None and proxy.state is not None and not proxy.state.startswith("active"):
+        proxy_down = (f"the proxy on {proxy.node} (nginx, port {proxy.port}) is "
+                      f"{proxy.state}: clients of the proxy reach no group")
+    if len(groups) == 1:
+        group = groups[0]
+        reasons = list(group.reasons)
+        state = group.verdict
+        if proxy_down and proxy_down not in reasons:
+            reasons.append(proxy_down)
+            state = Verdict.DEGRADED if state == Verdict.HEALTHY else state
+        return state, reasons
+    reasons = [f"serving group {g.name}: {r}" for g in groups for r in g.reasons]
+    serving = [g for g in groups if g.verdict != Verdict.DOWN]
+    down = [g.name for g in groups if g.verdict == Verdict.DOWN]
+    if proxy_down:
+        return Verdict.DOWN, [proxy_down] + reasons
+    if not serving:
+        return Verdict.DOWN, [f"no serving group serves ({', '.join(down)})"] + reasons
+    if down:
+        reasons.insert(0, f"{len(down)} of {len(groups)} serving groups down "
+                       f"({', '.join(down)}); {', '.join(g.name for g in serving)} "
+                       "carry the traffic")
+        return Verdict.DEGRADED, reasons
+    if any(g.verdict == Verdict.DEGRADED for g in groups):
+        return Verdict.DEGRADED, reasons
+    return Verdict.HEALTHY, reasons

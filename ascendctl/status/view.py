@@ -93,33 +93,61 @@ def status_table(status: ClusterStatus):
     from rich.table import Table
     from rich.text import Text
 
+    replicated = len(status.groups) > 1
     nodes = Table(title=f"cluster {status.cluster}", expand=False)
-    for column in ("rank", "node", "release", "engine", "other units", "NPUs", "RoCE"):
+    columns = ("rank", "node", "release", "engine", "other units", "NPUs", "RoCE")
+    for column in (("group",) + columns if replicated else columns):
         nodes.add_column(column)
     for node in status.nodes:
+        first = (node.group,) if replicated else ()
         if not node.reachable:
-            nodes.add_row(str(node.rank), node.name, "-", f"[red]unreachable: {node.error}[/red]",
-                          "-", "-", "-")
+            nodes.add_row(*first, str(node.rank), node.name, "-",
+                          f"[red]unreachable: {node.error}[/red]", "-", "-", "-")
             continue
-        nodes.add_row(str(node.rank), node.name, node.release or "-", _engine(node),
+        nodes.add_row(*first, str(node.rank), node.name, node.release or "-", _engine(node),
                       _side(node), _npus(node), _links(node))
     parts: list[Any] = [nodes]
-    head = next((n for n in status.nodes if n.rank == 0), None)
-    if head is not None and head.reachable and head.probe is not None:
-        engine = Table(title=f"serving on {head.name}", expand=False)
-        engine.add_column("deep probe")
-        for label, _name in METRIC_COLUMNS:
-            engine.add_column(label, justify="right")
-        probe = head.probe
+    heads = {n.name: n for n in status.nodes if n.reachable and n.probe is not None}
+    engine = Table(title="serving" + ("" if replicated else
+                                      f" on {status.groups[0].head}" if status.groups else ""),
+                   expand=False)
+    if replicated:
+        engine.add_column("group")
+        engine.add_column("head")
+    engine.add_column("deep probe")
+    for label, _name in METRIC_COLUMNS:
+        engine.add_column(label, justify="right")
+    rows = 0
+    for group in status.groups:
+        head = heads.get(group.head)
+        if head is None:
+            continue
+        probe = head.probe or {}
         answer = f"ok in {probe.get('seconds', 0):.2f} s" if probe.get("ok") \
             else f"[red]{(probe.get('error') or 'failed')[:80]}[/red]"
-        engine.add_row(answer, *[_metric(head.metrics.get(name), name)
-                                 for _l, name in METRIC_COLUMNS])
+        lead = (group.name, head.name) if replicated else ()
+        engine.add_row(*lead, answer, *[_metric(head.metrics.get(name), name)
+                                         for _l, name in METRIC_COLUMNS])
+        rows += 1
+    if rows:
         parts.append(engine)
-    if status.supervisor is not None:
-        parts.append(Text(f"recovery: {_recovery(status.supervisor)}"))
+    for group in status.groups:
+        if group.supervisor is not None:
+            prefix = f"recovery ({group.name}): " if replicated else "recovery: "
+            parts.append(Text(prefix + _recovery(group.supervisor)))
+    if status.proxy is not None:
+        parts.append(Text(f"proxy: nginx on {status.proxy.node}:{status.proxy.port} "
+                          f"{status.proxy.state or 'unreachable'}"))
+    if replicated:
+        for group in status.groups:
+            style = VERDICT_STYLE.get(group.verdict, "bold red")
+            line = Text(f"group {group.name}: {group.verdict.value}", style=style)
+            if group.reasons:
+                line.append(" — " + "; ".join(group.reasons), style="")
+            parts.append(line)
     style = VERDICT_STYLE.get(status.verdict, "bold red")
-    line = Text(f"verdict: {status.verdict.value}", style=style)
+    line = Text(("service verdict: " if replicated else "verdict: ") + status.verdict.value,
+                style=style)
     if status.reasons:
         line.append(" — " + "; ".join(status.reasons), style="")
     parts.append(line)

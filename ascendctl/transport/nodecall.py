@@ -43,6 +43,7 @@ SHIPPED_WITH = {
     "doctor_node": ("nodeutil", "doctor_node"),
     "engine_node": ("nodeutil", "engine_node"),
     "quality_node": ("nodeutil", "quality_node"),
+    "proxy_node": ("nodeutil", "proxy_node"),
     "status_node": ("nodeutil", "healthstore", "probe", "engine_state", "status_node"),
 }
 

@@ -135,7 +135,10 @@ def plan_for_inventory(inv, *, repack: bool = False, cache: HashCache | None = N
     env = {**{k: str(v) for k, v in serving.env.items()}, **inv.head.env}
     spec = serving.speculative_config or {}
     mtp_drafter = "mtp" in str(spec.get("method", "")).lower()
+    # each serving group holds a whole replica: a node's stage comes from its rank within
+    # its group, of group_size nodes
     return build_plan(root, [NodeSpec(h.name, h.rank) for h in inv.hosts],
+                      nnodes=inv.group_size,
                       mode=serving.mode, tp=serving.tensor_parallel_size,
                       pp=serving.pipeline_parallel_size,
                       partition=env.get("VLLM_PP_LAYER_PARTITION"),
@@ -144,6 +147,7 @@ def plan_for_inventory(inv, *, repack: bool = False, cache: HashCache | None = N
 
 
 def build_plan(root: Path, nodes: list[NodeSpec], *, mode: str, tp: int, pp: int,
+               nnodes: int | None = None,
                partition: str | None = None, mtp_drafter: bool = False,
                repack: bool = False, cache: HashCache | None = None,
                repack_dir: Path | None = None) -> WeightsPlan:
@@ -151,7 +155,7 @@ def build_plan(root: Path, nodes: list[NodeSpec], *, mode: str, tp: int, pp: int
     cache = cache if cache is not None else HashCache(None)
     names = list_model_files(root)
     index = read_index(root)          # validates every name the index gives
-    stage_sets = {n.name: node_stages(mode=mode, tp=tp, pp=pp, nnodes=len(nodes),
+    stage_sets = {n.name: node_stages(mode=mode, tp=tp, pp=pp, nnodes=nnodes or len(nodes),
                                       node_rank=n.rank) for n in nodes}
     if all(s is None for s in stage_sets.values()):
         manifest = build_manifest(root, cache=cache, files=names)

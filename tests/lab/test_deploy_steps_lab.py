@@ -53,14 +53,20 @@ def inventory(cluster, name: str, **serving) -> Path:
 
 
 def playbook_with(cluster, name: str, after_play: str, plays: list[dict]) -> Path:
-    """A copy of the packaged deploy.yaml with PLAYS inserted after the play AFTER_PLAY."""
+    """A copy of the packaged deploy.yaml with PLAYS inserted after the play AFTER_PLAY (a
+    play of its own, or one of the `rolling:` block's plays, repeated per serving group)."""
     from ascendctl.paths import playbooks_dir
 
     book = yaml.safe_load((playbooks_dir() / "deploy.yaml").read_text())
-    index = next(i for i, play in enumerate(book) if play["name"] == after_play)
+    for where in [book] + [item["plays"] for item in book if "rolling" in item]:
+        index = next((i for i, play in enumerate(where) if play["name"] == after_play), None)
+        if index is not None:
+            where[index + 1:index + 1] = plays
+            break
+    else:
+        raise AssertionError(f"no play {after_play!r} in deploy.yaml")
     path = cluster["dir"] / f"{name}.deploy.yaml"
-    path.write_text(yaml.safe_dump(book[:index + 1] + plays + book[index + 1:],
-                                   sort_keys=False))
+    path.write_text(yaml.safe_dump(book, sort_keys=False))
     return path
 
 
@@ -218,7 +224,8 @@ def test_d_force_unlock_refuses_a_live_lock_and_breaks_a_stale_one(cluster):
                                               .index("a slow step before the switch") + 1:]
     assert not [t["name"] for p in after_stop for t in p["tasks"]
                 if any(r["status"] == "changed" for r in t["hosts"].values())]
-    assert "restore the previous release" not in [p["name"] for p in summary["plays"]]
+    assert not [p["name"] for p in summary["plays"]
+                if p["name"].startswith("restore the group's previous release")]
     assert {n: engine_pid(cluster, n) for n in ("node0", "node1")} == pids
     assert current_release(cluster, "node0") == current_release(cluster, "node1") == serving
     assert not node_sh(cluster, "node0", f"test -d {ROOT}/deploy.lock && echo held").strip()

@@ -1,5 +1,6 @@
-"""The packaged deploy and rollback playbooks show every step as a task of its own, end
-with a rescue and an always play, and stop the whole switch on any node's failure."""
+"""The packaged deploy and rollback playbooks show every step as a task of its own, switch
+the serving groups in a `rolling:` block (its own rescue and always plays), end with an
+always play, and stop a group's switch on any node's failure."""
 
 from __future__ import annotations
 
@@ -7,13 +8,19 @@ import pytest
 
 from ascendctl.paths import playbooks_dir
 from ascendctl.playbook import load_playbook
+from ascendctl.playbook.model import Rolling
 
-DEPLOY_STEPS = [
+BEFORE_THE_SWITCH = [
     ("take the cluster-wide deploy lock", ["deploy_lock"]),
     ("preflight gate", ["preflight_gather", "preflight_pings", "preflight_checks"]),
     ("stage the release on every node", ["release_facts", "release_stage"]),
     ("weights", ["weights_push", "release_model"]),
-    ("make the engine present on every node", ["engine_present"]),
+    ("the proxy on the gateway", ["proxy_site"]),
+    ("quality reference", ["quality_baseline"]),
+]
+PER_GROUP = [
+    ("make the engine present on the group's nodes", ["engine_present"]),
+    ("take the group out of the balancer", ["balancer"]),
     ("hold the gang supervisor", ["supervisor_hold"]),
     ("stop the old engines", ["engine_stop"]),
     ("install the release's units", ["release_units"]),
@@ -21,32 +28,59 @@ DEPLOY_STEPS = [
     ("start the followers in rank order", ["engine_start"]),
     ("readiness gate", ["engine_ready"]),
     ("warm-up", ["engine_warmup", "node_services"]),
-    ("commit", ["release_commit", "supervisor_hold", "release_prune"]),
-    ("restore the previous release", ["release_restore"]),
-    ("give back the lock", ["supervisor_hold", "deploy_lock"]),
+    ("commit", ["release_commit"]),
+    ("quality gate", ["quality_gate", "bench_gate"]),
+    ("back into service", ["balancer", "supervisor_hold", "release_prune"]),
+    ("restore the group's previous release", ["release_restore"]),
+    ("the group back in service", ["balancer", "supervisor_hold"]),
 ]
+
+
+def steps(plays):
+    return [(p.name, [t.module for t in p.tasks]) for p in plays]
 
 
 def test_deploy_yaml_lists_every_step():
     book = load_playbook(playbooks_dir() / "deploy.yaml")
-    assert [(p.name, [t.module for t in p.tasks]) for p in book.plays] == DEPLOY_STEPS
-    by_name = {p.name: p for p in book.plays}
+    *before, rolling, last = book.plays
+    assert steps(before) == BEFORE_THE_SWITCH
+    assert isinstance(rolling, Rolling) and rolling.name == "switch the serving groups"
+    assert rolling.max_unavailable == "{{ deploy.rolling.max_unavailable }}"
+    assert steps(rolling.plays) == PER_GROUP
+    assert steps([last]) == [("give back the lock", ["supervisor_hold", "deploy_lock"])]
+    by_name = {p.name: p for p in rolling.plays}
     assert (by_name["start the head"].hosts, by_name["start the followers in rank order"]
             .hosts, by_name["start the followers in rank order"].order) == \
         ("head", "followers", "rank")
-    assert [p.name for p in book.plays if p.rescue] == ["restore the previous release"]
-    assert [p.name for p in book.plays if p.always] == ["give back the lock"]
+    assert [p.name for p in rolling.plays if p.rescue] == ["restore the group's previous release"]
+    assert [p.name for p in rolling.plays if p.always] == ["the group back in service"]
+    assert last.always and not any(p.rescue for p in before)
 
 
 @pytest.mark.parametrize("name", ["deploy.yaml", "rollback.yaml"])
-def test_every_step_play_stops_the_whole_switch_on_a_failure(name):
+def test_every_step_play_stops_the_group_switch_on_a_failure(name):
     book = load_playbook(playbooks_dir() / name)
-    steps = [p for p in book.plays if not (p.rescue or p.always)]
-    assert all(p.any_errors_fatal for p in steps), [p.name for p in steps
-                                                    if not p.any_errors_fatal]
-    assert book.plays[-2].rescue and book.plays[-1].always
-    modules = [t.module for p in book.plays for t in p.tasks]
-    assert modules.index("engine_present") < modules.index("supervisor_hold") \
-        < modules.index("engine_stop") < modules.index("release_units") \
+    plays = book.all_plays()
+    steps_ = [p for p in plays if not (p.rescue or p.always)]
+    assert all(p.any_errors_fatal for p in steps_), [p.name for p in steps_
+                                                     if not p.any_errors_fatal]
+    rolling = next(p for p in book.plays if isinstance(p, Rolling))
+    assert rolling.plays[-2].rescue and rolling.plays[-1].always and book.plays[-1].always
+    modules = [t.module for p in plays for t in p.tasks]
+    # the engine is present on a group's nodes before the group leaves the balancer
+    assert modules.index("proxy_site") < modules.index("engine_present") \
+        < modules.index("balancer") < modules.index("supervisor_hold") < modules.index("engine_stop") \
+        < modules.index("release_units") \
         < modules.index("engine_start") < modules.index("engine_ready") \
-        < modules.index("engine_warmup") < modules.index("release_commit")
+        < modules.index("engine_warmup") < modules.index("release_commit") \
+        < modules.index("quality_gate")
+    # the group is back in the balancer only after its gates
+    back = [t.module for t in rolling.plays[-3].tasks]
+    assert back[0] == "balancer" and rolling.plays[-3].tasks[0].args == {"state": "in"}
+
+
+def test_rollback_does_not_ask_agreement_of_an_older_release():
+    book = load_playbook(playbooks_dir() / "rollback.yaml")
+    gate = next(t for p in book.all_plays() for t in p.tasks if t.module == "quality_gate")
+    assert gate.args == {"agreement": False}
+    assert "quality_baseline" not in [t.module for p in book.all_plays() for t in p.tasks]

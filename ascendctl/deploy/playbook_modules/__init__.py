@@ -22,11 +22,17 @@ Each step is one module in one small file; they share the run's DeployRun
                                    images / venvs no kept release uses
     health    supervisor_hold      hold the gang supervisor while engines switch; give it back
     restore   release_restore      (rescue) every touched node back on the previous release
+    proxy     proxy_site           the gateway's nginx site over every group's head
+              balancer             a group out of the balancer (drained) / back in
+    quality   quality_baseline     the serving release's answers recorded where missing
+              quality_gate         the quality gate on each restarted group's head
+              bench_gate           a short bench against the SLOs (deploy.rolling.bench)
 
-Every switch step acts on the hosts of its play (`ctx.play_hosts`), so the same steps can
-run once per serving group.
+Every switch step acts on the hosts of its play (`ctx.play_hosts`), per serving group, so
+the same steps run once per batch of groups inside the deploy's `rolling:` block.
 """
 
 from ascendctl.deploy.playbook_modules import (  # noqa: F401  (registers the modules)
-    commit, engine, lock, restore, stage, supervisor, switch,
+    balancer, bench_gate, commit, engine, lock, quality, restore, stage, supervisor,
+    switch,
 )

@@ -41,11 +41,15 @@ class ReleaseCommit(Module):
         rollback = run.wanted is not None
         if answer.changed or restarted:
             ops.history({"event": "rollback" if rollback else "deployed",
-                         "release": target.release_id, "previous": run.outcome.previous,
+                         "release": target.release_id,
+                         "previous": run.previous_of(host.serving_group),
                          "by": run.by, "time": now(),
                          "summary": None if rollback else run.release().summary})
         if restarted:
             run.outcome.changed = True
+            group = host.serving_group
+            if host.name == run.group_head(group).name and group not in run.outcome.switched_groups:
+                run.outcome.switched_groups.append(group)
         return ModuleResult(changed=answer.changed or restarted,
                             msg=f"current -> {target.release_id}" +
                             (f" (was {answer.previous})" if answer.previous else ""))
@@ -63,7 +67,8 @@ class ReleasePrune(Module):
         keep = ctx.inventory.deploy.keep_releases
         state = run.state(ctx.host)
         target = run.target().release_id
-        protect = [r for r in (target, run.outcome.previous) if r]
+        protect = [r for r in (target, run.outcome.previous,
+                               run.previous_of(ctx.host.serving_group)) if r]
         if len(state.release_ids | {target}) <= keep and not state.leftovers:
             return ModuleResult(msg=f"{len(state.release_ids | {target})} release(s), "
                                 f"keep_releases {keep}: nothing to prune")

@@ -20,9 +20,10 @@ class NoArgs(BaseModel):
 
 
 def engine(ctx: ModuleContext, run: "DeployRun", host: "Host", step: str) -> EngineControl:
-    """The host's engine units, over its connection from this task."""
-    return EngineControl(run.inv, host, ctx.connection_for(host.name), step=step,
-                         cancel=ctx.cancel, become=ctx.become)
+    """The host's engine units, over its connection from this task (seen from its serving
+    group: its head, its coordination port)."""
+    return EngineControl(run.inv.view_of(host), host, ctx.connection_for(host.name),
+                         step=step, cancel=ctx.cancel, become=ctx.become)
 
 
 def group_result(names: Iterable[str], done: Mapping[str, ModuleResult],

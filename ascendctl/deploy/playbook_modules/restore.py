@@ -43,30 +43,47 @@ class ReleaseRestore(Module):
         if failure is not None:
             outcome.failed_step, outcome.failed_node, outcome.reason = \
                 failure.task, failure.host, failure.msg
-        hosts = [h for h in run.hosts(ctx.play_hosts) if h.name in run.touched]
+            if failure.host in run.inv.host_names:
+                outcome.failed_group = run.inv.host(failure.host).serving_group
+        hosts = [h for h in run.hosts(ctx.play_hosts)
+                 if h.name in run.touched and h.name not in run.settled]
         if not hosts:
             return ModuleResult(msg="the engines were not touched: nothing to restore")
         target = run.target()
-        previous = outcome.previous
-        back = previous if previous and previous != target.release_id else None
         where = f"{failure.task} failed on {failure.host}" if failure else "the run stopped"
-        run.log.note(f"{where}; restoring {back or 'nothing (no previous release)'}")
-        notes = restore(ctx, run, hosts, target, back)
-        if notes:
-            outcome.rollback_failed = "; ".join(notes[-2:])
-        elif back is not None:
-            outcome.rolled_back_to = back
+        done, problems, stopped = [], [], []
+        for group, members in run.groups_of(hosts).items():
+            previous = run.previous_of(group)
+            back = previous if previous and previous != target.release_id else None
+            label = f"serving group {group}" if run.inv.replicated else "every node"
+            run.log.note(f"{where}; restoring {back or 'nothing (no previous release)'}"
+                         + (f" on {group}" if run.inv.replicated else ""))
+            notes = restore(ctx, run, members, target, back)
+            if group in outcome.switched_groups:
+                outcome.switched_groups.remove(group)
+            if notes:
+                outcome.rollback_failed = "; ".join(notes[-2:])
+                run.not_serving.add(group)
+                problems.append(f"restoring {back or 'the stopped state'} on {label} "
+                                f"failed: {notes[-1]}")
+            elif back is not None:
+                outcome.rolled_back_to = back
+                outcome.restored_groups.append(group)
+                done.append(f"{label} is back on {back} and serving")
+            else:
+                run.not_serving.add(group)
+                stopped.append(label)
+            run.settled.update(h.name for h in members)
         record_failure(ctx, run, target.release_id)
-        if notes or back is None:
+        if problems or stopped:
             outcome.currents = read_currents(ctx, run)
-        if notes:
-            return ModuleResult(failed=True, msg=f"{where}; restoring "
-                                f"{back or 'the stopped state'} failed: {notes[-1]}")
-        if back is None:
+        if problems:
+            return ModuleResult(failed=True, msg=f"{where}; " + "; ".join(problems))
+        if stopped and not done:
             return ModuleResult(changed=True, msg=f"{where}; there was no previous release: "
                                 "engines are stopped")
-        return ModuleResult(changed=True, msg=f"{where}; every node is back on {back} and "
-                            f"serving; {target.release_id} is marked failed")
+        return ModuleResult(changed=True, msg=f"{where}; " + "; ".join(done) +
+                            f"; {target.release_id} is marked failed")
 
 
 def restore(ctx: ModuleContext, run: DeployRun, hosts: list[Host], failed: SwitchTarget,
@@ -149,7 +166,8 @@ def bring_up(ctx: ModuleContext, run: DeployRun, hosts: list[Host], target: Swit
         if not result.ok or result.value is None:
             raise StepFailed("install the previous units", host.name, result.error or "failed")
         changed[host.name] = result.value
-    run.started.clear()
+    for host in hosts:
+        run.started.pop(host.name, None)
     for host in hosts:
         for unit in target.engine_units.get(host.name, ()):
             control = engine(ctx, run, host, f"start rank {host.rank} ({unit})")
@@ -197,18 +215,21 @@ def point_current(ctx: ModuleContext, run: DeployRun, hosts: list[Host],
 
 def record_failure(ctx: ModuleContext, run: DeployRun, release_id: str) -> None:
     """Mark the release failed and record why, on every node that answers (the others'
-    history says it)."""
+    history says it) — except the serving groups that switched to it and kept it (earlier
+    batches of a rollout, which passed their gates)."""
     outcome = run.outcome
     event = {"event": "failed", "release": release_id, "by": run.by, "time": now(),
              "step": outcome.failed_step, "node": outcome.failed_node,
+             "group": outcome.failed_group if run.inv.replicated else None,
              "reason": (outcome.reason or "")[:300], "rolled_back_to": outcome.rolled_back_to}
+    keeping = set(outcome.switched_groups)
 
     def one(conn: "Remote") -> None:
         ops = run.ops(run.inv.host(conn.name), conn)
         ops.mark(release_id, "failed")
         ops.history(event)
 
-    ctx.pool.map(one, [h.name for h in run.inv.hosts])
+    ctx.pool.map(one, [h.name for h in run.inv.hosts if h.serving_group not in keeping])
 
 
 def read_currents(ctx: ModuleContext, run: DeployRun) -> dict[str, Optional[str]]:

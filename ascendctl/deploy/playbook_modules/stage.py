@@ -46,6 +46,9 @@ class ReleaseFacts(Module):
                                         if r.value is not None}
         run.states.update(states)
         run.outcome.previous = run.current_release()
+        run.group_previous.update({g.name: states[g.head].current
+                                   for g in inv.serving_groups if g.head in states})
+        run.outcome.group_previous = dict(run.group_previous)
         run.wanted = resolve_release(run, args.release)
         if run.wanted is None:
             # the engine's identity is part of the release id; a container engine without

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -33,9 +33,9 @@ HOLD_MARGIN_S = 300.0
 
 @dataclass
 class SupervisorHold:
-    """Where this run holds the supervisor (the head of the held group), if it does."""
+    """The heads this run holds the supervisor on (one per switching serving group)."""
 
-    head: str | None = None
+    heads: list[str] = field(default_factory=list)
 
 
 def hold_seconds(startup_timeout: float, ranks: int) -> float:
@@ -75,8 +75,9 @@ def _wait_unheld(conn: "Remote", root: str, python: str) -> bool:
 
 @register_module("supervisor_hold")
 class SupervisorHoldModule(Module):
-    """Hold the gang supervisor on the group's head before its engines stop (only when the
-    group restarts), or give the hold back (after the commit, and always at the end)."""
+    """Hold the gang supervisor on the head of each of the play's serving groups before
+    its engines stop (only when the group restarts), or give the holds back (after the
+    group is back in service, and always at the end)."""
 
     runs_on = "controller"
 
@@ -89,38 +90,53 @@ class SupervisorHoldModule(Module):
         hold = ctx.run_state.part(SupervisorHold, SupervisorHold)
         path = f"{ctx.inventory.deploy.root}/{HOLD_FILE}"
         if args.state == "released":
-            if hold.head is None:
-                return ModuleResult(msg="not held by this run")
-            if ctx.check:
-                return ModuleResult(msg=f"would remove {path} on {hold.head}")
-            result = ctx.connection_for(hold.head).run(["rm", "-f", "--", path], timeout=60)
-            if not result.ok:
-                raise ModuleError(f"cannot remove {path} on {hold.head}: "
-                                  f"{result.stderr.strip()[-200:]}")
-            held, hold.head = hold.head, None
-            seen = _wait_unheld(ctx.connection_for(held), ctx.inventory.deploy.root,
-                                ctx.inventory.deploy.python)
-            return ModuleResult(changed=True, msg=f"supervisor on {held} acts again" + (
-                "" if seen else f" (it has not said so within {UNHOLD_WAIT_S:.0f} s)"))
+            return self._release(ctx, hold, path)
         run.require_no_failure(ctx)
-        hosts = run.hosts(ctx.play_hosts)
-        if run.already_serving(hosts):
+        held = []
+        for hosts in run.groups_of(run.hosts(ctx.play_hosts)).values():
+            if run.already_serving(hosts):
+                continue
+            head = hosts[0]
+            seconds = hold_seconds(ctx.inventory.serving.startup_timeout, len(hosts))
+            if ctx.check:
+                held.append(f"would hold the supervisor on {head.name} for up to "
+                            f"{seconds:.0f} s")
+                continue
+            try:
+                run.lock.verify()
+            except LockLost as err:
+                raise ModuleError(f"{err}: stopping before touching the supervisor") from None
+            body = json.dumps({"until": round(time.time() + seconds, 3), "by": run.by,
+                               "reason": "deploy switching the engines"}) + "\n"
+            try:
+                ctx.connection_for(head.name).write_file(path, body, mode=0o644)
+            except AscendctlError as err:
+                raise ModuleError(f"cannot hold the supervisor on {head.name}: {err}") from None
+            if head.name not in hold.heads:
+                hold.heads.append(head.name)
+            held.append(f"held on {head.name} for up to {seconds:.0f} s")
+        if not held:
             return ModuleResult(msg="nothing restarts: the supervisor keeps watching")
-        head = min(hosts, key=lambda h: h.rank)
-        seconds = hold_seconds(ctx.inventory.serving.startup_timeout, len(hosts))
+        suffix = "" if ctx.check else " (expires by itself)"
+        return ModuleResult(changed=True, msg="; ".join(held) + suffix)
+
+    def _release(self, ctx: ModuleContext, hold: SupervisorHold, path: str) -> ModuleResult:
+        if not hold.heads:
+            return ModuleResult(msg="not held by this run")
         if ctx.check:
-            return ModuleResult(changed=True, msg=f"would hold the supervisor on {head.name} "
-                                f"for up to {seconds:.0f} s")
-        try:
-            run.lock.verify()
-        except LockLost as err:
-            raise ModuleError(f"{err}: stopping before touching the supervisor") from None
-        body = json.dumps({"until": round(time.time() + seconds, 3), "by": run.by,
-                           "reason": "deploy switching the engines"}) + "\n"
-        try:
-            ctx.connection_for(head.name).write_file(path, body, mode=0o644)
-        except AscendctlError as err:
-            raise ModuleError(f"cannot hold the supervisor on {head.name}: {err}") from None
-        hold.head = head.name
-        return ModuleResult(changed=True, msg=f"held on {head.name} for up to {seconds:.0f} s "
-                            "(expires by itself)")
+            return ModuleResult(msg=f"would remove {path} on {', '.join(hold.heads)}")
+        released, silent = [], []
+        for head in list(hold.heads):
+            result = ctx.connection_for(head).run(["rm", "-f", "--", path], timeout=60)
+            if not result.ok:
+                raise ModuleError(f"cannot remove {path} on {head}: "
+                                  f"{result.stderr.strip()[-200:]}")
+            hold.heads.remove(head)
+            released.append(head)
+            if not _wait_unheld(ctx.connection_for(head), ctx.inventory.deploy.root,
+                                ctx.inventory.deploy.python):
+                silent.append(head)
+        quiet = (f" ({', '.join(silent)} has not said so within {UNHOLD_WAIT_S:.0f} s)"
+                 if silent else "")
+        return ModuleResult(changed=True,
+                            msg=f"supervisor on {', '.join(released)} acts again{quiet}")

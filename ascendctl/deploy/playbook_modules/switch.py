@@ -157,14 +157,11 @@ def still_up(ctx: ModuleContext, run: DeployRun, hosts: list[Host], step: str, *
             raise result.value
 
 
-def _group_head(hosts: list[Host]) -> Host:
-    return min(hosts, key=lambda h: h.rank)
-
-
 @register_module("engine_ready")
 class EngineReady(Module):
-    """Readiness gate: poll until the head's /v1/models lists the model and a completion
-    answers (within serving.startup_timeout), while every restarted rank stays up."""
+    """Readiness gate: poll until each restarted serving group's head lists the model on
+    /v1/models and a completion answers (within serving.startup_timeout), while every
+    restarted rank stays up."""
 
     runs_on = "controller"
     Args = NoArgs
@@ -180,32 +177,39 @@ class EngineReady(Module):
                                 "gate when they started")
         if ctx.check:
             return ModuleResult(msg="would wait until the head serves")
-        head = _group_head(hosts)
-        control = engine(ctx, run, head, self.step)
-        deadline = time.monotonic() + ctx.inventory.serving.startup_timeout
-        last = "no answer yet"
+        served = []
         try:
-            while True:
-                still_up(ctx, run, hosts, self.step)
-                answer = control.probe(run.target().release_id, stream=False)
-                if answer.ready:
-                    break
-                last = answer.error or last
-                if time.monotonic() > deadline:
-                    raise control.fail(f"not ready within "
-                                       f"{ctx.inventory.serving.startup_timeout}s: {last}")
-                control.sleep(POLL_S * 2)
+            for members in run.groups_of(hosts).values():
+                served.append(self._ready(ctx, run, members))
         except StepFailed as failure:
             return group_result(names, {}, failure, msg="")
+        return ModuleResult(msg="; ".join(served))
+
+    def _ready(self, ctx: ModuleContext, run: DeployRun, hosts: list[Host]) -> str:
+        head = hosts[0]
+        control = engine(ctx, run, head, self.step)
+        timeout = ctx.inventory.serving.startup_timeout
+        deadline = time.monotonic() + timeout
+        last = "no answer yet"
+        while True:
+            still_up(ctx, run, hosts, self.step)
+            answer = control.probe(run.target().release_id, stream=False)
+            if answer.ready:
+                break
+            last = answer.error or last
+            if time.monotonic() > deadline:
+                raise control.fail(f"not ready within {timeout}s: {last}")
+            control.sleep(POLL_S * 2)
         run.log.note(f"{head.name} serves: {answer.completion!r}", node=head.name)
-        return ModuleResult(msg=f"{head.name} serves (/v1/models and a completion in "
-                            f"{answer.seconds or 0:.1f}s): {answer.completion!r}")
+        return (f"{head.name} serves (/v1/models and a completion in "
+                f"{answer.seconds or 0:.1f}s): {answer.completion!r}")
 
 
 @register_module("engine_warmup")
 class EngineWarmup(Module):
-    """Warm-up: one more completion and a streamed one through the API key on the head;
-    every restarted rank still runs the process it was started with."""
+    """Warm-up: one more completion and a streamed one through the API key on each
+    restarted group's head; every restarted rank still runs the process it was started
+    with."""
 
     runs_on = "controller"
     Args = NoArgs
@@ -219,13 +223,13 @@ class EngineWarmup(Module):
             return ModuleResult(msg="nothing was restarted")
         if ctx.check:
             return ModuleResult(msg="would send a streamed completion")
-        head = _group_head(hosts)
-        control = engine(ctx, run, head, self.step)
         try:
-            answer: ProbeAnswer = control.probe(run.target().release_id, stream=True)
-            if not answer.ready:
-                raise control.fail(f"{answer.step}: {answer.error}")
-            still_up(ctx, run, hosts, self.step)
+            for members in run.groups_of(hosts).values():
+                control = engine(ctx, run, members[0], self.step)
+                answer: ProbeAnswer = control.probe(run.target().release_id, stream=True)
+                if not answer.ready:
+                    raise control.fail(f"{answer.step}: {answer.error}")
+                still_up(ctx, run, members, self.step)
         except StepFailed as failure:
             return group_result(list(ctx.play_hosts), {}, failure, msg="")
         run.outcome.completion = answer.completion

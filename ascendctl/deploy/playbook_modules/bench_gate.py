@@ -1,0 +1,84 @@
+"""bench_gate: with `deploy.rolling.bench: true`, a short `vllm bench serve` against each
+restarted serving group's head after its quality gate, judged by the inventory's `slo`;
+a miss fails the step (the rollout's rescue puts the group back on its previous release).
+
+Short: one round of requests at the bench's default concurrency (at most
+serving.max_num_seqs), prompts and answers cut to fit serving.max_model_len. The figures
+are stored on the head like any `ascendctl bench` run.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ascendctl.deploy.playbook_modules.common import NoArgs
+from ascendctl.deploy.run import DeployRun
+from ascendctl.playbook.modules import (
+    Module, ModuleContext, ModuleError, ModuleResult, register_module,
+)
+
+if TYPE_CHECKING:
+    from ascendctl.benchmark.settings import BenchSettings
+    from ascendctl.inventory import Inventory
+
+BENCH_GATE_TIMEOUT_S = 900.0
+OFF = "deploy.rolling.bench is off: no bench gate (docs/replicas.md)"
+
+
+def gate_settings(inv: "Inventory") -> "BenchSettings":
+    """One round of requests that fits the deployment."""
+    from ascendctl.benchmark.settings import (
+        DEFAULT_CONCURRENCY, DEFAULT_INPUT_LEN, DEFAULT_OUTPUT_LEN, BenchSettings,
+    )
+
+    s = inv.serving
+    concurrency = max(1, min(DEFAULT_CONCURRENCY, s.max_num_seqs))
+    return BenchSettings(input_len=max(1, min(DEFAULT_INPUT_LEN, s.max_model_len // 2)),
+                         output_len=max(1, min(DEFAULT_OUTPUT_LEN, s.max_model_len // 4)),
+                         concurrency=concurrency, num_prompts=concurrency,
+                         timeout_s=BENCH_GATE_TIMEOUT_S)
+
+
+@register_module("bench_gate")
+class BenchGate(Module):
+    """A short bench against the SLOs on each restarted group's head (deploy.rolling.bench)."""
+
+    runs_on = "controller"
+    Args = NoArgs
+
+    def run(self, ctx: ModuleContext, args: NoArgs) -> ModuleResult:
+        from ascendctl.benchmark.run import run_bench
+        from ascendctl.errors import AscendctlError
+
+        run = DeployRun.of(ctx)
+        run.require_no_failure(ctx)
+        inv = ctx.inventory
+        if not inv.deploy.rolling.bench:
+            return ModuleResult(msg=OFF)
+        restarted = [h for h in run.hosts(ctx.play_hosts) if h.name in run.restarting]
+        if not restarted:
+            return ModuleResult(msg="nothing was restarted: no bench gate")
+        settings = gate_settings(inv)
+        groups = run.groups_of(restarted)
+        if ctx.check:
+            return ModuleResult(msg=f"would bench {', '.join(h[0].name for h in groups.values())}"
+                                f" ({settings.prompts} prompts, {settings.input_len} in / "
+                                f"{settings.output_len} out) against slo")
+        passed = []
+        for group, hosts in groups.items():
+            head = hosts[0]
+            view = inv.group_view(group)
+
+            def say(message: str, node: str = head.name) -> None:
+                run.log.note(message, node=node)
+
+            try:
+                report = run_bench(view, settings, ctx.connection_for(head.name), say)
+            except AscendctlError as err:
+                raise ModuleError(f"bench gate could not run on {head.name}: {err}") from None
+            summary = report.verdict.summary()
+            if not report.verdict.passed:
+                raise ModuleError(f"bench gate failed on {head.name}: {summary} "
+                                  f"(stored: {report.stored})")
+            passed.append(f"{head.name}: {summary}")
+        return ModuleResult(msg="; ".join(passed))

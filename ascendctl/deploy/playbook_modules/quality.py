@@ -1,0 +1,180 @@
+"""quality_baseline and quality_gate: the quality gate (ascendctl/quality/gate.py,
+docs/quality.md) inside the rolling deploy.
+
+* `quality_baseline` (before the first group switches): with `slo.quality.agree_with_previous`,
+  every head that is about to switch and whose serving release left no passing gate
+  record of the prompt set answers the prompts now, while it still serves that release
+  (`run_quality_gate(..., baseline=True)`): the reference its group's new release is held
+  against. Records are kept on each head, so each head records its own.
+* `quality_gate` (after a group's readiness and commit, before it is back in the
+  balancer): the gate against each restarted group's head; the group's previous release
+  is what it agrees with (its record, else live from a group still serving it). A failed
+  gate fails the step: the rollout's rescue puts the group back on its previous release.
+
+Without `slo.quality` in the inventory there is no gate (the step says so).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Optional
+
+from pydantic import BaseModel, ConfigDict
+
+from ascendctl.deploy.playbook_modules.common import NoArgs
+from ascendctl.deploy.release import ENGINE_UNIT
+from ascendctl.deploy.run import DeployRun
+from ascendctl.playbook.modules import (
+    Module, ModuleContext, ModuleError, ModuleResult, register_module,
+)
+
+if TYPE_CHECKING:
+    from ascendctl.inventory import Host
+    from ascendctl.quality.gate import LiveReference
+
+NO_GATE = "no slo.quality in the inventory: no quality gate (docs/quality.md)"
+
+
+def _serves(run: DeployRun, head: "Host", release: str) -> bool:
+    state = run.state(head)
+    return state.current == release and state.unit(ENGINE_UNIT).running
+
+
+@register_module("quality_baseline")
+class QualityBaseline(Module):
+    """Record the serving release's answers on each head about to switch that has none
+    (agreement mode), while it still serves."""
+
+    runs_on = "controller"
+    Args = NoArgs
+
+    def run(self, ctx: ModuleContext, args: NoArgs) -> ModuleResult:
+        from ascendctl.errors import AscendctlError
+        from ascendctl.quality.gate import has_recorded_answers, run_quality_gate
+
+        run = DeployRun.of(ctx)
+        run.require_no_failure(ctx)
+        inv = ctx.inventory
+        spec = inv.slo.quality
+        if spec is None:
+            return ModuleResult(msg=NO_GATE)
+        if not spec.agree_with_previous:
+            return ModuleResult(msg="the gate checks expected answers: no reference needed")
+        target = run.target().release_id
+        done, notes = [], []
+        for group, hosts in run.groups_of(run.hosts(ctx.play_hosts)).items():
+            if run.already_serving(hosts):
+                continue
+            head = hosts[0]
+            old = run.previous_of(group)
+            if old is None or old == target:
+                notes.append(f"{group}: no earlier release, nothing to agree with")
+                continue
+            if not _serves(run, head, old):
+                notes.append(f"{head.name} does not serve {old}: its gate compares live with "
+                             "a group still serving it, or fails")
+                continue
+            conn = ctx.connection_for(head.name)
+
+            def say(message: str, node: str = head.name) -> None:
+                run.log.note(message, node=node)
+
+            try:
+                if has_recorded_answers(inv, old, conn, node=head):
+                    notes.append(f"{head.name}: {old} has recorded answers")
+                    continue
+                if ctx.check:
+                    done.append(f"would record {old}'s answers on {head.name}")
+                    continue
+                report = run_quality_gate(inv, old, conn, node=head, baseline=True, say=say)
+            except AscendctlError as err:
+                notes.append(f"{head.name}: cannot record {old}'s answers ({err})")
+                continue
+            if report.passed:
+                done.append(f"recorded {old}'s answers on {head.name} ({report.stored})")
+            else:
+                notes.append(f"{head.name}: {old} did not answer its prompts: "
+                             f"{report.summary()}")
+        if not done and not notes:
+            return ModuleResult(msg="nothing restarts: no reference needed")
+        return ModuleResult(changed=bool(done) and not ctx.check,
+                            msg="; ".join(done + notes))
+
+
+class _GateArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    # False (rollback): only a gate of expected answers runs; agreement with the release
+    # being replaced is not asked of a release that passed its gate when it was deployed
+    agreement: bool = True
+
+
+@register_module("quality_gate")
+class QualityGateStep(Module):
+    """The quality gate on each restarted serving group's head, before it takes traffic
+    again; a failed (or impossible) gate fails the step, naming the gate."""
+
+    runs_on = "controller"
+    Args = _GateArgs
+
+    def run(self, ctx: ModuleContext, args: _GateArgs) -> ModuleResult:
+        from ascendctl.quality.gate import QualityGateError, run_quality_gate
+        from ascendctl.quality.report import failure_lines
+
+        run = DeployRun.of(ctx)
+        run.require_no_failure(ctx)
+        inv = ctx.inventory
+        spec = inv.slo.quality
+        if spec is None:
+            return ModuleResult(msg=NO_GATE)
+        if spec.agree_with_previous and not args.agreement:
+            return ModuleResult(msg="agreement with the release it replaces is not asked of "
+                                "a release that passed its gate before")
+        restarted = [h for h in run.hosts(ctx.play_hosts) if h.name in run.restarting]
+        if not restarted:
+            return ModuleResult(msg="nothing was restarted: the serving release passed its "
+                                "gate when it was deployed")
+        target = run.target().release_id
+        groups = run.groups_of(restarted)
+        if ctx.check:
+            return ModuleResult(msg=f"would gate {target} on "
+                                f"{', '.join(h[0].name for h in groups.values())} "
+                                f"({spec.mode})")
+        passed = []
+        for group, hosts in groups.items():
+            head = hosts[0]
+            previous = run.previous_of(group)
+
+            def say(message: str, node: str = head.name) -> None:
+                run.log.note(message, node=node)
+
+            try:
+                report = run_quality_gate(
+                    inv, target, ctx.connection_for(head.name), node=head,
+                    previous_release=previous if previous != target else None,
+                    live_reference=self._live(ctx, run, group, previous), say=say)
+            except QualityGateError as err:
+                raise ModuleError(f"quality gate ({spec.mode}) could not run on {head.name}: "
+                                  f"{err}") from None
+            if not report.passed:
+                for line in failure_lines(report):
+                    say(line)
+                raise ModuleError(f"{report.summary()} (record: {report.stored})")
+            passed.append(f"{head.name}: {report.summary()}")
+        return ModuleResult(msg="; ".join(passed))
+
+    @staticmethod
+    def _live(ctx: ModuleContext, run: DeployRun, group: str,
+              previous: Optional[str]) -> Optional["LiveReference"]:
+        """A head of another group that still serves PREVIOUS (not switched yet)."""
+        from ascendctl.quality.gate import LiveReference
+
+        if previous is None:
+            return None
+        for other in ctx.inventory.serving_groups:
+            if other.name == group:
+                continue
+            head = run.group_head(other.name)
+            if head.name in run.restarting or other.name in run.not_serving:
+                continue
+            if _serves(run, head, previous):
+                return LiveReference(head, ctx.connection_for(head.name), previous)
+        return None

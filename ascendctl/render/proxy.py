@@ -1,0 +1,86 @@
+"""The proxy's nginx site (templates/nginx/ascendctl.conf.j2): one upstream server per
+serving group's head, on the gateway host (serving.proxy.gateway, default the first
+group's head). A rolling deploy renders it with the group it switches marked `down`, so
+nginx sends that group nothing new while its in-flight requests finish.
+
+Pure: the same inventory and drained groups always give the same bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from ascendctl.inventory import Inventory
+from ascendctl.render.files import RenderedFile
+from ascendctl.render.jinja import render_template
+
+SITE_DIR = "/etc/nginx/conf.d"
+LOCAL = "127.0.0.1"
+FAIL_TIMEOUT_S = 10      # a head that refused a connection gets no request for this long
+CONNECT_TIMEOUT_S = 5    # a powered-off head must not hold a request up for long
+
+
+@dataclass(frozen=True)
+class Upstream:
+    group: str
+    node: str
+    address: str         # host:port as nginx connects to it
+    down: bool = False
+
+
+def site_path(inv: Inventory) -> str:
+    """Where the site lives on the gateway (nginx reads conf.d/*.conf in http{})."""
+    return f"{SITE_DIR}/ascendctl-{inv.cluster.name}.conf"
+
+
+# nginx keeps variable names in a hash of 64-byte buckets by default
+# (variables_hash_bucket_size): a name longer than about 46 bytes makes `nginx -t` fail
+VARIABLE_IDENT_MAX = 16
+
+
+def ident(inv: Inventory) -> str:
+    return inv.cluster.name.replace("-", "_").replace(".", "_")
+
+
+def variable_ident(inv: Inventory) -> str:
+    """The cluster in the site's variable names: short enough for nginx's default hash
+    buckets, still one per cluster (a long name: its start and a digest of it)."""
+    name = ident(inv)
+    if len(name) <= VARIABLE_IDENT_MAX:
+        return name
+    digest = hashlib.sha256(inv.cluster.name.encode()).hexdigest()[:8]
+    return f"{name[:VARIABLE_IDENT_MAX - 9]}_{digest}"
+
+
+def upstreams(inv: Inventory, drained: Iterable[str] = ()) -> list[Upstream]:
+    """Each serving group's head as nginx on the gateway reaches it."""
+    out = []
+    down = set(drained)
+    gateway = inv.gateway
+    for group in inv.serving_groups:
+        head = inv.host(group.head)
+        address = LOCAL if gateway is not None and head.name == gateway.name else head.address
+        out.append(Upstream(group.name, head.name, f"{address}:{inv.serving.port}",
+                            down=group.name in down))
+    return out
+
+
+def render_site(inv: Inventory, drained: Iterable[str] = ()) -> bytes:
+    """The site, with the groups in DRAINED marked down (never all of them: a group that
+    is the only one left keeps taking traffic)."""
+    servers = upstreams(inv, drained)
+    if all(s.down for s in servers):
+        raise ValueError("internal: every serving group would be out of the balancer")
+    s = inv.serving
+    return render_template(
+        "nginx/ascendctl.conf.j2", cluster=inv.cluster.name, ident=ident(inv),
+        var=variable_ident(inv),
+        servers=servers, listen_port=s.proxy.port, fail_timeout=FAIL_TIMEOUT_S,
+        connect_timeout=CONNECT_TIMEOUT_S,
+        stream_timeout=max(3600, s.startup_timeout)).encode()
+
+
+def site_file(inv: Inventory, drained: Iterable[str] = ()) -> RenderedFile:
+    return RenderedFile("nginx/ascendctl.conf", render_site(inv, drained))

@@ -1,0 +1,321 @@
+"""Replicas against the real engine (vLLM's CPU build serving the lab's tiny model): a lab
+of two single-node serving groups behind nginx on node0 (`lab up --replicas 2`), one
+initial deployment shared by every test here, in this order:
+
+1. a rolling deploy of a changed setting (max_num_seqs 8 -> 4; `--check` shows the order
+   first) while a continuous stream of requests (streamed and plain, `x-api-key`) goes
+   through the proxy: no request fails, both groups end on the new release, and the
+   engines' journals show the groups switched one after the other; `status` judges each
+   group and the service;
+2. that release changes nothing the model computes: each group's quality gate
+   ("agree with the previous release") passed against release A's recorded answers;
+3. a release with structurally valid but altered weights (one tensor scaled) fails that
+   gate on the first group, under the stream: exit 6 names the group, the step and the
+   gate; the first group is back on its release, the second group's engine was never
+   touched, the stream saw no failure;
+4. a prompt set with a wrong expected answer fails the gate (`bench --quality`, every
+   group): the report names the failed prompt and what came back;
+5. `bench` and `doctor` cover every group.
+
+Two engines at most (one per group). Run under the machine's engine slot:
+`flock /run/lock/ascendctl-engine-slot .venv/bin/pytest tests/lab/test_replicas_lab.py`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import require_lab, unique_lab_name
+from tests.lab.request_stream import RequestStream
+from tests.lab.test_quality_lab import SCALE, SCALED_TENSOR, scaled_copy
+
+pytestmark = [pytest.mark.lab, pytest.mark.timeout(2400)]
+
+ROOT = "/var/lib/ascendctl"
+ENGINE_UNIT = "ascendctl-engine.service"
+GROUPS = {"replica0": "node0", "replica1": "node1"}
+MIN_REQUESTS = 200
+
+
+def ascendctl(*args: str, timeout: float = 1500) -> subprocess.CompletedProcess:
+    env = {**os.environ, "ASCENDCTL_PLAIN": "1"}
+    return subprocess.run([sys.executable, "-m", "ascendctl", *args], capture_output=True,
+                          text=True, timeout=timeout, env=env, stdin=subprocess.DEVNULL)
+
+
+def write_inventory(state: dict, name: str, *, serving: dict | None = None,
+                    deploy: dict | None = None, quality: dict | None = None,
+                    model_source: Path | None = None) -> Path:
+    data = yaml.safe_load(Path(state["lab"].inventory_path).read_text())
+    vars_ = data["all"]["vars"]
+    vars_["serving"].update(serving or {})
+    if deploy is not None:
+        vars_["deploy"] = deploy
+    if quality is not None:
+        vars_["slo"]["quality"] = quality
+    if model_source is not None:
+        vars_["model"]["source"] = str(model_source)
+    path = state["dir"] / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def deploy(inv: Path) -> tuple[subprocess.CompletedProcess, dict]:
+    result = ascendctl("deploy", "-i", str(inv), "--yes", "--json")
+    try:
+        data = json.loads(result.stdout)
+    except ValueError:
+        raise AssertionError(result.stdout[-3000:] + result.stderr[-3000:]) from None
+    return result, data
+
+
+def history(inv: Path) -> dict:
+    result = ascendctl("history", "-i", str(inv), "--json", timeout=120)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    return json.loads(result.stdout)
+
+
+def engine_jobs(state: dict, node: str, since: float) -> list[tuple[float, str]]:
+    """(time, start|stop) of each finished job of NODE's engine unit since SINCE, from
+    systemd's own journal entries (the nodes share the host's clock)."""
+    out = state["lab"].exec(node, ["journalctl", "-u", ENGINE_UNIT, "-o", "json",
+                                   "--no-pager", "--since", f"@{int(since)}"],
+                            timeout=60).stdout
+    jobs = []
+    for line in out.splitlines():
+        entry = json.loads(line)
+        if entry.get("JOB_RESULT") == "done" and entry.get("JOB_TYPE") in ("start", "stop"):
+            at = int(entry["__REALTIME_TIMESTAMP"]) / 1e6
+            if at >= since:
+                jobs.append((at, entry["JOB_TYPE"]))
+    return sorted(jobs)
+
+
+def stream(state: dict) -> RequestStream:
+    return RequestStream(state["proxy_host"], state["proxy_port"], state["api_key"],
+                         workers=2, max_tokens=8, pause_s=0.25)
+
+
+def gate_record(state: dict, node: str, release: str) -> dict:
+    """The newest quality gate record of RELEASE on NODE."""
+    out = state["lab"].exec(node, ["sh", "-c", f"cat $(ls {ROOT}/quality/{release}/*.json "
+                                   "| sort | tail -n 1)"], timeout=60).stdout
+    return json.loads(out)
+
+
+@pytest.fixture(scope="module")
+def state(tmp_path_factory):
+    """Two single-node serving groups with release A (the lab's tiny model) deployed on
+    both at once (max_unavailable 2: nothing serves yet, nothing to keep serving)."""
+    require_lab()
+    from ascendctl.lab import Lab
+
+    timings: dict[str, float] = {}
+    lab = Lab(unique_lab_name("h9r")).up(nodes=2, replicas=2)
+    try:
+        data = yaml.safe_load(Path(lab.inventory_path).read_text())
+        gateway = data["all"]["children"]["nodes"]["children"]["replica0"]["hosts"]["node0"]
+        state = {"lab": lab, "dir": tmp_path_factory.mktemp("replicas"),
+                 "proxy_host": gateway["ansible_host"],
+                 "proxy_port": data["all"]["vars"]["serving"]["proxy"]["port"],
+                 "api_key": lab.api_key_file.read_text().strip(), "timings": timings}
+        state["inv_a"] = write_inventory(state, "a", deploy={"rolling": {"max_unavailable": 2}})
+        started = time.monotonic()
+        result, report = deploy(state["inv_a"])
+        timings["deploy A (both groups at once)"] = time.monotonic() - started
+        assert result.returncode == 0, report["summary"] + result.stderr[-3000:]
+        state["release_a"] = report["outcome"]["release_id"]
+        yield state
+    finally:
+        print("\n" + "".join(f"{what}: {seconds:.0f} s\n" for what, seconds in timings.items()))
+        lab.down()
+
+
+def test_a_rolling_deploy_under_a_stream_of_requests_fails_none(state):
+    inv_b = write_inventory(state, "b", serving={"max_num_seqs": 4})
+    # --check shows the order, one group at a time, and changes nothing
+    check = ascendctl("deploy", "-i", str(inv_b), "--check", timeout=300)
+    assert check.returncode == 0, check.stdout[-3000:] + check.stderr[-2000:]
+    rolling = [line.strip() for line in check.stdout.splitlines() if "ROLLING [" in line]
+    assert rolling == ["ROLLING [switch the serving groups] batch 1/2: replica0 (then "
+                       "replica1)", "ROLLING [switch the serving groups] batch 2/2: replica1"]
+    assert "would take replica0 out of the balancer on node0 (replica1 keeps serving)" \
+        in check.stdout
+    since = time.time()
+    with stream(state) as requests:
+        requests.wait_for(10, 60)
+        started = time.monotonic()
+        result, report = deploy(inv_b)
+        state["timings"]["rolling deploy B"] = time.monotonic() - started
+        during = requests.result.sent
+    counts = requests.result
+    print(f"\nrolling deploy B: {counts.sent} requests ({during} sent during the deploy; "
+          f"{counts.streamed_ok} streamed, {counts.plain_ok} plain answered), "
+          f"{counts.failed} failed")
+    assert result.returncode == 0, report["summary"] + result.stderr[-3000:]
+    release_b = report["outcome"]["release_id"]
+    assert release_b != state["release_a"]
+    assert report["summary"].startswith(f"{release_b} is serving on serving groups "
+                                        "replica0, replica1, switched one at a time")
+    assert counts.failures == []
+    assert during >= MIN_REQUESTS and counts.streamed_ok > 0 and counts.plain_ok > 0
+    assert history(inv_b)["groups"] == {g: [release_b] for g in GROUPS}
+    # the order, in the engines' journals: the first group stopped and started again
+    # before the second group was stopped
+    first, second = (engine_jobs(state, node, since) for node in GROUPS.values())
+    assert [kind for _t, kind in first] == ["stop", "start"], first
+    assert [kind for _t, kind in second] == ["stop", "start"], second
+    assert first[1][0] < second[0][0]
+    status = ascendctl("status", "-i", str(inv_b), "--json", timeout=180)
+    assert status.returncode == 0, status.stdout[-3000:] + status.stderr[-2000:]
+    verdicts = json.loads(status.stdout)
+    assert verdicts["verdict"] == "healthy"
+    assert [(g["name"], g["head"], g["verdict"]) for g in verdicts["groups"]] == \
+        [(g, node, "healthy") for g, node in GROUPS.items()]
+    assert verdicts["proxy"]["state"].startswith("active")
+    state["release_b"], state["inv_b"] = release_b, inv_b
+
+
+def test_a_release_that_changes_nothing_the_model_computes_passes_the_gate(state):
+    assert "release_b" in state, "needs the previous test's release B"
+    for node in GROUPS.values():
+        record = gate_record(state, node, state["release_b"])
+        assert record["node"] == node and record["status"] == "pass"
+        assert record["mode"] == "agree_with_previous"
+        assert record["reference"]["kind"] == "record"
+        assert record["reference"]["release"] == state["release_a"]
+        agreement = record["agreement"]
+        print(f"\n{node}, max_num_seqs 8 -> 4: agreement {agreement['mean']:.4f}, "
+              f"{agreement['exact_rate']:.0%} identical over {agreement['compared']} prompts")
+        assert agreement["compared"] == 16 and agreement["mean"] >= 0.9
+    releases = {r["id"]: r for r in history(state["inv_b"])["releases"]}
+    assert releases[state["release_b"]]["quality"]["status"] == "pass"
+
+
+def test_altered_weights_fail_the_gate_on_the_first_group_only(state):
+    assert "release_b" in state, "needs release B"
+    altered = state["dir"] / "model-scaled"
+    scaled_copy(state["lab"].model_dir, altered, SCALED_TENSOR, SCALE)
+    inv_c = write_inventory(state, "c", serving={"max_num_seqs": 4}, model_source=altered)
+    since = time.time()
+    with stream(state) as requests:
+        requests.wait_for(10, 60)
+        started = time.monotonic()
+        result, report = deploy(inv_c)
+        state["timings"]["deploy C (gate fails, replica0 restored)"] = \
+            time.monotonic() - started
+        requests.wait_for(requests.result.sent + 20, 60)
+    counts = requests.result
+    print(f"\naltered weights: {counts.sent} requests ({counts.streamed_ok} streamed, "
+          f"{counts.plain_ok} plain answered), {counts.failed} failed; {report['summary']}")
+    outcome = report["outcome"]
+    release_c, release_b = outcome["release_id"], state["release_b"]
+    assert result.returncode == 6, report["summary"] + result.stderr[-3000:]
+    summary = report["summary"]
+    assert summary.startswith("deploy failed at step 'the group's answers checked before it "
+                              "takes traffic (slo.quality)' on node0 (serving group "
+                              "replica0): quality gate (agree_with_previous) failed on node0 "
+                              f"for release {release_c}: agreement "), summary
+    assert (f"Serving group replica0 is back on {release_b} and serving; replica1 was not "
+            f"touched (still serving {release_b})") in summary
+    assert outcome["failed_group"] == "replica0" and outcome["restored_groups"] == ["replica0"]
+    assert outcome["switched_groups"] == []
+    assert counts.failures == []
+    data = history(inv_c)
+    assert data["groups"] == {g: [release_b] for g in GROUPS}
+    releases = {r["id"]: r for r in data["releases"]}
+    assert releases[release_c]["status"] == "failed"
+    assert "(serving group replica0)" in releases[release_c]["failure"]
+    assert releases[release_c]["quality"]["status"] == "fail"
+    assert releases[release_c]["quality"]["agreement"]["mean"] < 0.9
+    # replica0: stopped, C started, stopped, B started again; replica1's engine untouched
+    first, second = (engine_jobs(state, node, since) for node in GROUPS.values())
+    assert [kind for _t, kind in first] == ["stop", "start", "stop", "start"], first
+    assert second == []
+    state["release_c"] = release_c
+
+
+def wrong_answer_prompts(state: dict) -> Path:
+    """Three prompts of the built-in set expecting the start of what release B really
+    answered on node0 (a substring, a regular expression), one of them with a wrong
+    expected substring instead."""
+    answers = {p["id"]: p for p in gate_record(state, "node0", state["release_b"])["prompts"]}
+    from ascendctl.paths import package_data
+
+    source = {e["id"]: e for e in yaml.safe_load(
+        (package_data("ascendctl.quality") / "data" / "agreement_prompts.yaml").read_text())}
+    capital, story = answers["capital"]["text"], answers["story"]["text"]
+    assert capital and story
+    entries = [{"id": "capital", "prompt": source["capital"]["prompt"],
+                "contains": capital[:6]},
+               {"id": "python", "prompt": source["python"]["prompt"],
+                "contains": "Paris is the capital"},
+               {"id": "story", "prompt": source["story"]["prompt"],
+                "regex": "^" + re.escape(story[:6])}]
+    path = state["dir"] / "wrong.jsonl"
+    path.write_text("".join(json.dumps(entry) + "\n" for entry in entries))
+    return path
+
+
+def test_a_wrong_expected_answer_fails_the_gate_of_every_group(state):
+    assert "release_b" in state, "needs release B serving"
+    prompts = wrong_answer_prompts(state)
+    inv = write_inventory(state, "wrong", serving={"max_num_seqs": 4},
+                          quality={"prompts": str(prompts), "max_tokens": 32})
+    result = ascendctl("bench", "-i", str(inv), "--quality", "--json", timeout=600)
+    assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
+    reports = json.loads(result.stdout)["groups"]
+    assert sorted(reports) == sorted(GROUPS)
+    for group, node in GROUPS.items():
+        report = reports[group]
+        assert report["node"] == node and report["status"] == "fail"
+        assert report["release"] == state["release_b"]
+        assert [(p["id"], p["status"]) for p in report["prompts"]] == \
+            [("capital", "pass"), ("python", "fail"), ("story", "pass")]
+        # what came back: the release's greedy answer, as its own gate recorded it
+        recorded = {p["id"]: p for p in gate_record(state, node, state["release_b"])[
+            "prompts"]}["python"]["text"]
+        failed = report["prompts"][1]
+        assert failed["text"] and failed["text"][:6] == recorded[:6]
+        state.setdefault("python_answers", []).append(failed["text"])
+    table = ascendctl("bench", "-i", str(inv), "--quality", timeout=600)
+    assert table.returncode == 1
+    from ascendctl.quality.prompts import truncate
+
+    for group, node in GROUPS.items():
+        assert f"serving group {group}" in table.stdout
+        assert f"FAIL: quality gate (prompts) failed on {node}" in table.stdout
+    assert table.stdout.count('1 of 3 prompts failed (python: expected contains "Paris is '
+                              'the capital"') == 2, table.stdout
+    for answer in state["python_answers"]:
+        assert f"got {truncate(answer, 120)!r}" in table.stdout
+
+
+def test_bench_and_doctor_cover_every_group(state):
+    assert "release_b" in state, "needs release B serving"
+    tiny = ["--input-len", "32", "--output-len", "16", "--num-prompts", "8",
+            "--concurrency", "4"]
+    result = ascendctl("bench", "-i", str(state["inv_b"]), *tiny, "--json", timeout=900)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    reports = json.loads(result.stdout)["groups"]
+    assert {g: r["node"] for g, r in reports.items()} == GROUPS
+    for report in reports.values():
+        assert report["release"] == state["release_b"]
+        assert report["figures"]["completed"] == 8 and report["figures"]["failed"] == 0
+        # each group is judged on its own devices: one NPU (TP 1, PP 1) per group here
+        assert report["verdict"]["npus"] == 1 and report["verdict"]["status"] == "pass"
+    doctor = ascendctl("doctor", "-i", str(state["inv_b"]), "--since", "30m", "--json",
+                       timeout=600)
+    collected = json.loads(doctor.stdout)
+    assert [(n["name"], n["group"], n["status"]) for n in collected["nodes"]] == \
+        [(node, group, "ok") for group, node in GROUPS.items()]
+    assert all(f["group"] in GROUPS for f in collected["findings"])
