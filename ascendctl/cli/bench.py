@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Optional
 
 import typer
 
-from ascendctl.cli.options import inventory_option, json_option, serving_group_option
+from ascendctl.cli.options import inventory_option, json_option, junit_option, serving_group_option
 
 if TYPE_CHECKING:
     from ascendctl.inventory import Inventory
@@ -36,9 +36,7 @@ def bench(
         "[default: all at once, bounded by --concurrency]."),
     timeout: float = typer.Option(3600.0, "--timeout", min=1.0, envvar="ASCENDCTL_BENCH_TIMEOUT",
                                   help="Give up on the benchmark after this many seconds."),
-    junit: Optional[Path] = typer.Option(
-        None, "--junit",
-        help="Also write JUnit XML here (one testcase per SLO; with --quality one per prompt)."),
+    junit: Optional[Path] = junit_option("one testcase per SLO; with --quality one per prompt"),
     as_json: bool = json_option(),
     quality: bool = typer.Option(
         False, "--quality", help="Run the quality gate alone against the serving release "

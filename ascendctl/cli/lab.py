@@ -2,27 +2,19 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 
-from ascendctl.cli.options import json_option
+from ascendctl.cli.options import json_option, lab_name_option
 from ascendctl.exitcodes import EXIT_CODES_HELP
-
-DEFAULT_NAME = os.environ.get("ASCENDCTL_LAB_NAME", "lab")
 
 app = typer.Typer(
     help="A simulated Ascend cluster: systemd-nspawn nodes with real systemd, sshd and "
          "networks, simulated npu-smi/hccn_tool, fault injection. Needs root.",
     no_args_is_help=True, epilog=EXIT_CODES_HELP)
-
-
-def _name_option() -> typer.models.OptionInfo:
-    return typer.Option(DEFAULT_NAME, "--name", envvar="ASCENDCTL_LAB_NAME",
-                        help="Lab name; labs with different names coexist.")
 
 
 def _progress(message: str) -> None:
@@ -39,7 +31,7 @@ def _fault_help() -> str:
 def up(nodes: int = typer.Option(2, "--nodes", help="Number of nodes."),
        npus_per_node: int = typer.Option(8, "--npus-per-node", help="NPUs per node."),
        chip: str = typer.Option("910B3", "--chip", help="910B1, 910B2, 910B3 or 910B4."),
-       name: str = _name_option(),
+       name: str = lab_name_option(),
        no_vllm: bool = typer.Option(False, "--no-vllm",
                                     help="Boot from the base image only (no /opt/vllm)."),
        engine: str = typer.Option(
@@ -68,7 +60,7 @@ def up(nodes: int = typer.Option(2, "--nodes", help="Number of nodes."),
 
 
 @app.command("down")
-def down(name: str = _name_option()) -> None:
+def down(name: str = lab_name_option()) -> None:
     """Stop the nodes and remove everything `lab up` created."""
     from ascendctl.lab import Lab
 
@@ -76,7 +68,7 @@ def down(name: str = _name_option()) -> None:
 
 
 @app.command("status")
-def status(name: str = _name_option(), as_json: bool = json_option()) -> None:
+def status(name: str = lab_name_option(), as_json: bool = json_option()) -> None:
     """Show the lab's nodes, addresses and system state."""
     from ascendctl.console import print_json
     from ascendctl.lab import Lab
@@ -100,7 +92,7 @@ def status(name: str = _name_option(), as_json: bool = json_option()) -> None:
                                        "ignore_unknown_options": True})
 def exec_(node: str = typer.Argument(..., help="Node name (node0, node1, ...)."),
           command: List[str] = typer.Argument(..., help="Command and arguments (after --)."),
-          name: str = _name_option()) -> None:
+          name: str = lab_name_option()) -> None:
     """Run a command inside NODE (via nsenter, works even with sshd down)."""
     from ascendctl.lab import Lab
 
@@ -114,7 +106,7 @@ def exec_(node: str = typer.Argument(..., help="Node name (node0, node1, ...).")
 def fault(node: str = typer.Argument(..., help="Node name."),
           kind: str = typer.Argument(..., help="Fault kind (see the list above)."),
           value: Optional[str] = typer.Argument(None, help="Optional value (port, size, ...)."),
-          name: str = _name_option()) -> None:
+          name: str = lab_name_option()) -> None:
     from ascendctl.lab import Lab
 
     typer.echo(Lab(name).fault(node, kind, value))
@@ -122,7 +114,7 @@ def fault(node: str = typer.Argument(..., help="Node name."),
 
 @app.command("heal")
 def heal(node: Optional[str] = typer.Argument(None, help="Node name; all nodes if omitted."),
-         name: str = _name_option()) -> None:
+         name: str = lab_name_option()) -> None:
     """Undo every injected fault (on NODE or on all nodes)."""
     from ascendctl.lab import Lab
 
