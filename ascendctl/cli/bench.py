@@ -69,7 +69,7 @@ def bench(
     from ascendctl.benchmark.report import bench_table, write_junit
     from ascendctl.benchmark.run import run_bench
     from ascendctl.benchmark.settings import BenchSettings, validate
-    from ascendctl.console import get_console, print_json
+    from ascendctl.console import get_console
     from ascendctl.errors import InputError
     from ascendctl.inventory import load_inventory
     from ascendctl.transport import SshPool
@@ -89,22 +89,12 @@ def bench(
     with SshPool([v.head for v in views]) as pool:   # unreachable: ConnectError, exit 4
         for view in views:
             reports.append(run_bench(view, settings, pool.conn(view.head.name), say))
-    if junit is not None:
-        write_junit_files(write_junit, reports, junit)
-    if as_json:
-        print_json(reports[0].as_dict() if len(reports) == 1 else
-                   {"groups": {v.serving_groups[0].name: r.as_dict()
-                               for v, r in zip(views, reports)}})
-    else:
-        out = get_console()
-        for view, report in zip(views, reports):
-            if len(reports) > 1:
-                out.print(f"[bold]serving group {view.serving_groups[0].name}[/bold]")
-            out.print(bench_table(report))
-            style = "green" if report.verdict.passed else "red"
-            out.print(f"[{style}]{report.verdict.summary()}[/{style}]")
-            out.print(f"stored on {report.node}: {report.stored}")
-    raise typer.Exit(max(int(r.exit_code) for r in reports))
+    def show(out, report) -> None:
+        out.print(bench_table(report))
+        style = "green" if report.verdict.passed else "red"
+        out.print(f"[{style}]{report.verdict.summary()}[/{style}]")
+
+    report_groups(views, reports, junit, write_junit, as_json, show)
 
 
 def quality_gate(inv: "Inventory", views: list["Inventory"], junit: Optional[Path],
@@ -113,7 +103,7 @@ def quality_gate(inv: "Inventory", views: list["Inventory"], junit: Optional[Pat
     (the worst of the groups)."""
     from rich.text import Text
 
-    from ascendctl.console import get_console, print_json
+    from ascendctl.console import get_console
     from ascendctl.quality.gate import run_quality_gate
     from ascendctl.quality.report import failure_lines, quality_table, write_junit
     from ascendctl.transport import SshPool
@@ -125,6 +115,22 @@ def quality_gate(inv: "Inventory", views: list["Inventory"], junit: Optional[Pat
         for view in views:
             reports.append(run_quality_gate(inv, None, pool.conn(view.head.name),
                                             node=view.head, baseline=baseline, say=say))
+    def show(out, report) -> None:
+        out.print(quality_table(report))
+        for line in failure_lines(report):
+            out.print(line, markup=False, highlight=False)
+        verdict = ("PASS:", "green") if report.passed else ("FAIL:", "red")
+        out.print(Text.assemble(verdict, " ", report.summary()))
+
+    report_groups(views, reports, junit, write_junit, as_json, show)
+
+
+def report_groups(views: list["Inventory"], reports: list, junit: Optional[Path],
+                  write_junit, as_json: bool, show) -> None:
+    """Write each group's report (JUnit, JSON or `show` under a group heading), then exit
+    with the worst group's code."""
+    from ascendctl.console import get_console, print_json
+
     if junit is not None:
         write_junit_files(write_junit, reports, junit)
     if as_json:
@@ -136,11 +142,7 @@ def quality_gate(inv: "Inventory", views: list["Inventory"], junit: Optional[Pat
         for view, report in zip(views, reports):
             if len(reports) > 1:
                 out.print(f"[bold]serving group {view.serving_groups[0].name}[/bold]")
-            out.print(quality_table(report))
-            for line in failure_lines(report):
-                out.print(line, markup=False, highlight=False)
-            verdict = ("PASS:", "green") if report.passed else ("FAIL:", "red")
-            out.print(Text.assemble(verdict, " ", report.summary()))
+            show(out, report)
             out.print(f"stored on {report.node}: {report.stored}")
     raise typer.Exit(max(int(r.exit_code) for r in reports))
 

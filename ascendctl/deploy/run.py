@@ -152,6 +152,14 @@ class DeployRun:
                 out[group.name] = members
         return out
 
+    def restarting_hosts(self, play_hosts: Iterable[str]) -> list["Host"]:
+        """The hosts among PLAY_HOSTS whose engines this run switches, in rank order."""
+        return [h for h in self.hosts(play_hosts) if h.name in self.restarting]
+
+    def restarted_groups(self, play_hosts: Iterable[str]) -> dict[str, list["Host"]]:
+        """`restarting_hosts` by serving group (what a gate after the switch judges)."""
+        return self.groups_of(self.restarting_hosts(play_hosts))
+
     def group_head(self, group: str) -> "Host":
         return self.inv.host(self.inv.group(group).head)
 

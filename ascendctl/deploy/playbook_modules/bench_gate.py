@@ -55,11 +55,10 @@ class BenchGate(Module):
         inv = ctx.inventory
         if not inv.deploy.rolling.bench:
             return ModuleResult(msg=OFF)
-        restarted = [h for h in run.hosts(ctx.play_hosts) if h.name in run.restarting]
-        if not restarted:
+        groups = run.restarted_groups(ctx.play_hosts)
+        if not groups:
             return ModuleResult(msg="nothing was restarted: no bench gate")
         settings = gate_settings(inv)
-        groups = run.groups_of(restarted)
         if ctx.check:
             return ModuleResult(msg=f"would bench {', '.join(h[0].name for h in groups.values())}"
                                 f" ({settings.prompts} prompts, {settings.input_len} in / "

@@ -128,12 +128,11 @@ class QualityGateStep(Module):
         if spec.agree_with_previous and not args.agreement:
             return ModuleResult(msg="agreement with the release it replaces is not asked of "
                                 "a release that passed its gate before")
-        restarted = [h for h in run.hosts(ctx.play_hosts) if h.name in run.restarting]
-        if not restarted:
+        groups = run.restarted_groups(ctx.play_hosts)
+        if not groups:
             return ModuleResult(msg="nothing was restarted: the serving release passed its "
                                 "gate when it was deployed")
         target = run.target().release_id
-        groups = run.groups_of(restarted)
         if ctx.check:
             return ModuleResult(msg=f"would gate {target} on "
                                 f"{', '.join(h[0].name for h in groups.values())} "

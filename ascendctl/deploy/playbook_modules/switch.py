@@ -28,10 +28,6 @@ if TYPE_CHECKING:
     from ascendctl.transport.remote import Remote
 
 
-def _restarting(run: DeployRun, ctx: ModuleContext) -> list[Host]:
-    return [h for h in run.hosts(ctx.play_hosts) if h.name in run.restarting]
-
-
 @register_module("engine_stop")
 class EngineStop(Module):
     """Stop the engines of the play's hosts (followers first, then the head) if they do not
@@ -170,7 +166,7 @@ class EngineReady(Module):
     def run(self, ctx: ModuleContext, args: NoArgs) -> ModuleResult:
         run = DeployRun.of(ctx)
         run.require_no_failure(ctx)
-        hosts = _restarting(run, ctx)
+        hosts = run.restarting_hosts(ctx.play_hosts)
         names = list(ctx.play_hosts)
         if not hosts:
             return ModuleResult(msg="nothing was restarted: the serving engines passed this "
@@ -218,7 +214,7 @@ class EngineWarmup(Module):
     def run(self, ctx: ModuleContext, args: NoArgs) -> ModuleResult:
         run = DeployRun.of(ctx)
         run.require_no_failure(ctx)
-        hosts = _restarting(run, ctx)
+        hosts = run.restarting_hosts(ctx.play_hosts)
         if not hosts:
             return ModuleResult(msg="nothing was restarted")
         if ctx.check:
