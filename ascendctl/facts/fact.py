@@ -94,6 +94,19 @@ class _Parsed(FactBase[V_co]):
     none_when_blank: bool
     ping_round: bool
 
+    def _set_parsing(self, name: str, parse: Callable[[str], object], section: str | None,
+                     reads_stderr: bool, check_rc: bool, none_when_blank: bool, listed: bool,
+                     ping_round: bool, module: str) -> None:
+        self.name = name
+        self.parse = parse
+        self.section = section or name
+        self.reads_stderr = reads_stderr
+        self.check_rc = check_rc
+        self.none_when_blank = none_when_blank
+        self.listed = listed
+        self.ping_round = ping_round
+        self.module = module
+
 
 class Fact(_Parsed[Optional[T]]):
     """A fact read by one command per host.
@@ -116,17 +129,10 @@ class Fact(_Parsed[Optional[T]]):
                  section: str | None = None, reads_stderr: bool = False, check_rc: bool = True,
                  none_when_blank: bool = False, default: object = None, listed: bool = True,
                  ping_round: bool = False, module: str | None = None) -> None:
-        self.name = name
+        self._set_parsing(name, parse, section, reads_stderr, check_rc, none_when_blank,
+                          listed, ping_round, module or _defining_module())
         self.command = command
-        self.parse = parse
-        self.section = section or name
         self.default = default
-        self.reads_stderr = reads_stderr
-        self.check_rc = check_rc
-        self.none_when_blank = none_when_blank
-        self.listed = listed
-        self.ping_round = ping_round
-        self.module = module or _defining_module()
 
     def commands(self, params: "GatherParams") -> list[tuple[str, str]]:
         command = self.command(params) if callable(self.command) else self.command
@@ -153,18 +159,11 @@ class KeyedFact(_Parsed[Tuple[Tuple[K, T], ...]], Generic[K, T]):
                  section: str | None = None, arity: int = 1, reads_stderr: bool = False,
                  check_rc: bool = True, none_when_blank: bool = False, listed: bool = True,
                  ping_round: bool = False, module: str | None = None) -> None:
-        self.name = name
+        self._set_parsing(name, parse, section, reads_stderr, check_rc, none_when_blank,
+                          listed, ping_round, module or _defining_module())
         self.keys = keys
         self.command = command
-        self.parse = parse
-        self.section = section or name
         self.arity = arity
-        self.reads_stderr = reads_stderr
-        self.check_rc = check_rc
-        self.none_when_blank = none_when_blank
-        self.listed = listed
-        self.ping_round = ping_round
-        self.module = module or _defining_module()
 
     def section_of(self, key: K) -> str:
         parts = key if isinstance(key, tuple) else (key,)
