@@ -38,8 +38,9 @@ import sys
 import time
 from pathlib import Path
 
+from result_files import save_results  # bench/ is the script's directory
+
 BENCH = Path(__file__).resolve().parent
-RESULTS = BENCH / "results"
 COMMANDS = ("facts", "preflight", "no-op redeploy", "status")
 RATIOS = (("no-op redeploy", "preflight", 1.5), ("status", "facts", 0.35))
 BEFORE_REDESIGN = {"facts": 3.75, "preflight": 3.48, "no-op redeploy": 5.07, "status": 1.02}
@@ -143,14 +144,12 @@ def main() -> int:
         verdicts.append(ok)
         print(f"  {numerator} / {denominator} = {ratio:.2f} (limit {limit}) "
               f"{'ok' if ok else 'TOO SLOW'}")
-    RESULTS.mkdir(exist_ok=True)
-    out = RESULTS / f"cycle-{args.nodes}n-{time.strftime('%Y%m%dT%H%M%S')}.json"
-    out.write_text(json.dumps({
+    out = save_results(f"cycle-{args.nodes}n", {
         "nodes": args.nodes, "rounds": rounds, "median_s": median,
         "ratios": {f"{n}/{d}": median[n] / median[d] for n, d, _ in RATIOS},
         "limits": {f"{n}/{d}": limit for n, d, limit in RATIOS},
         "before_redesign_s": BEFORE_REDESIGN, "machine": platform.node(),
-        "cpus": os.cpu_count()}, indent=2) + "\n")
+        "cpus": os.cpu_count()})
     print(f"results: {out}")
     return 0 if all(verdicts) else 1
 

@@ -21,11 +21,9 @@ removed at the end.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import yaml
@@ -33,6 +31,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
+from result_files import save_results  # noqa: E402  (bench/ is on sys.path)
 
 from bench_weights_relay import ROOT, Shaper  # noqa: E402
 
@@ -168,11 +167,7 @@ def main() -> int:
     verdict = "meets" if results["ratio"] <= 1.3 else "MISSES"
     print(f"ratio {results['ratio']:.2f} {verdict} the target ≤ 1.3; the jump host sent "
           f"{results['push_n_jump_bytes'] / size:.2f}× the archive")
-    out_dir = REPO / "bench" / "results"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    out = out_dir / f"engine_archive-{stamp}.json"
-    out.write_text(json.dumps(results, indent=2) + "\n")
+    out = save_results("engine_archive", results)
     print(f"results: {out}")
     return 0 if results["ratio"] <= 1.3 else 1
 

@@ -36,13 +36,13 @@ BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(BENCH))
+from result_files import save_results  # noqa: E402  (bench/ is on sys.path)
 
 from commands import READ_ONLY_COMMANDS  # noqa: E402
 
 ANSIBLE_VENV = BENCH / ".venv-ansible"
 ANSIBLE_HOME = BENCH / ".ansible-home"
 PLAYBOOKS = BENCH / "playbooks"
-RESULTS = BENCH / "results"
 TARGET_RATIO = 10.0
 
 ANSIBLE_VARIANTS = {
@@ -253,12 +253,7 @@ def main() -> int:
         "results": rows, "target_ratio_vs_default_ansible": TARGET_RATIO,
         "target_met": default_ratio >= TARGET_RATIO,
     }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    out = RESULTS / f"bench_play_vs_ansible-{stamp}.json"
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    (RESULTS / "bench_play_vs_ansible-latest.json").write_text(json.dumps(result, indent=2)
-                                                                + "\n")
+    out = save_results("bench_play_vs_ansible", result)
 
     width = max(len(r["tool"]) for r in rows)
     print(f"\n25 read-only commands on 4 lab nodes ({os.cpu_count()} CPUs shared; "

@@ -49,12 +49,12 @@ BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(BENCH))
+from result_files import save_results  # noqa: E402  (bench/ is on sys.path)
 
 from bench_play_vs_ansible import (  # noqa: E402  (reused: install, inventory, timing)
     ANSIBLE_HOME, ensure_ansible, timed_ansible_playbook, write_ansible_inventory,
 )
 
-RESULTS = BENCH / "results"
 PLAYBOOKS = ANSIBLE_HOME / "preflight-playbooks"     # generated per run (gitignored)
 TARGET_RATIO = 10.0
 NPUSMI = "/usr/local/sbin/npu-smi"
@@ -285,11 +285,7 @@ def main() -> int:
         "lowest_ratio_vs_per_command_ansible": best,
         "target_met": best is not None and best >= TARGET_RATIO,
     }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    out = RESULTS / f"bench_preflight-{stamp}.json"
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    (RESULTS / "bench_preflight-latest.json").write_text(json.dumps(result, indent=2) + "\n")
+    out = save_results("bench_preflight", result)
 
     print(f"\nascendctl preflight vs ansible-playbook, same gather commands, same lab nodes "
           f"({os.cpu_count()} CPUs shared by all nodes; ansible-core {ansible_version})")

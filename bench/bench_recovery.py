@@ -37,7 +37,8 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-RESULTS = REPO / "bench" / "results"
+sys.path.insert(0, str(REPO / "bench"))
+from result_files import save_results  # noqa: E402
 API_KEY = "sk-bench-" + "recovery0a1b2c3d"
 KEY_ENV = "ASCENDCTL_BENCH_API_KEY"
 ENGINE = "ascendctl-engine.service"
@@ -193,10 +194,7 @@ def main() -> int:
         "target": f"death -> serving <= cold start + {TARGET_MARGIN_S:.0f} s",
         "target_met": worst <= cold + TARGET_MARGIN_S,
     }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    out = RESULTS / f"bench_recovery-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    (RESULTS / "bench_recovery-latest.json").write_text(json.dumps(result, indent=2) + "\n")
+    out = save_results("bench_recovery", result)
     print(f"\ngang recovery on the lab (2 nodes, PP=2, vLLM CPU build; {os.cpu_count()} shared "
           f"CPUs, so ratios only)")
     print(f"  cold start (rank-ordered, to the first completion): {cold:6.1f} s")

@@ -25,13 +25,14 @@ import shlex
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+from result_files import save_results  # noqa: E402
 
 TBF = ["tbf", "rate", "{rate}", "burst", "256kb", "latency", "50ms"]
 ROOT = "/var/lib/ascendctl"
@@ -180,11 +181,7 @@ def main() -> int:
     verdict = "meets" if results["relay_ratio"] <= 1.3 else "MISSES"
     print(f"relay ratio {results['relay_ratio']:.2f} {verdict} the target ≤ 1.3; "
           f"sequential rsync {results['rsync_seq_ratio']:.2f}")
-    out_dir = REPO / "bench" / "results"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    out = out_dir / f"weights_relay-{stamp}.json"
-    out.write_text(json.dumps(results, indent=2) + "\n")
+    out = save_results("weights_relay", results)
     print(f"results: {out}")
     return 0 if results["relay_ratio"] <= 1.3 else 1
 
