@@ -23,7 +23,9 @@ from ascendctl.exitcodes import Exit
 from ascendctl.inventory import load_inventory
 
 CORPUS = Path(__file__).parent.parent / "fixtures" / "hostile"
-FILES = sorted(CORPUS.glob("*.yaml"))
+ALL_FILES = sorted(CORPUS.glob("*.yaml"))
+ACCEPTED = [p for p in ALL_FILES if p.read_bytes().startswith(b"# expect: accept\n")]
+FILES = [p for p in ALL_FILES if p not in ACCEPTED]
 PLAYBOOK = Path(__file__).resolve().parents[2] / "playbooks" / "examples" / "demo.yaml"
 # every literal secret value the corpus holds: none may appear in any output
 SECRET_VALUES = ("sk-live-0123456789abcdef", "hunter2", "abcdefgh123", "pa55word",
@@ -115,6 +117,17 @@ def test_library_error_names_file_line_field(path: Path):
     assert error.file == str(path) and error.line == int(expected["line"])
     assert error.field == expected.get("field")
     assert "\n" not in str(error)
+
+
+@pytest.mark.parametrize("path", ACCEPTED, ids=lambda p: p.stem)
+def test_legitimate_values_are_accepted(path: Path, tmp_path: Path):
+    result = subprocess.run([sys.executable, "-m", "ascendctl", "inventory", "check", "-i",
+                             str(path)], capture_output=True, text=True, timeout=30,
+                            cwd=tmp_path, stdin=subprocess.DEVNULL,
+                            env={**os.environ, "TEST_API_KEY": "unit-test-key"})
+    assert result.returncode == Exit.OK, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "CANARY").exists()
 
 
 def check(path: Path, tmp_path: Path) -> str:
