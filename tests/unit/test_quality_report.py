@@ -147,12 +147,13 @@ def test_without_slo_quality_the_gate_is_agreement_over_the_builtin_set(tmp_path
 
 
 def test_token_limits_the_engine_would_refuse_are_bad_input(tmp_path):
-    inv = load_inventory(inventory(tmp_path, {"agree_with_previous": True, "max_tokens": 64},
-                                   max_model_len=64))
-    with pytest.raises(InputError, match="max_tokens 64 leaves no room for the prompt in "
-                                         "serving.max_model_len 64"):
-        check_fits(inv, gate_spec(inv).prompt_set(), 64)
-    check_fits(inv, gate_spec(inv).prompt_set(), 32)
+    # the inventory's own gate is refused when the inventory loads (test_quality_hostile.py);
+    # the default gate (no slo.quality) when it would run
+    inv = load_inventory(inventory(tmp_path, None, max_model_len=32))
+    with pytest.raises(InputError, match="max_tokens 32 leaves no room for the prompt in "
+                                         "serving.max_model_len 32"):
+        check_fits(inv, gate_spec(inv).prompt_set(), gate_spec(inv).max_tokens)
+    check_fits(inv, gate_spec(inv).prompt_set(), 31)
 
 
 def test_the_cli_refuses_baseline_without_quality_and_touches_nothing(tmp_path):
