@@ -279,11 +279,11 @@ class _Entry:
             return
         code = ord(found.group())
         what = ("a lone surrogate, which is not text" if 0xD800 <= code <= 0xDFFF else
-                "a bidirectional control (it reorders what a terminal shows)"
+                "a bidirectional control, which reorders what a terminal shows"
                 if code >= 0x202A else
-                "a control character (newline, tab and carriage return are the ones allowed)")
-        raise self.fail(path, f"must not contain U+{code:04X}, {what} (character "
-                              f"{found.start() + 1})")
+                "a control character: newline, tab and carriage return are the ones allowed")
+        raise self.fail(path, f"must not contain U+{code:04X} (character "
+                              f"{found.start() + 1}), {what}")
 
     def messages(self, value: Any) -> tuple[ChatMessage, ...]:
         path: tuple[Any, ...] = ("messages",)

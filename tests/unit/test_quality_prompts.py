@@ -141,7 +141,7 @@ BAD_PROMPT_FILES = [
     ("empty_contains", '- {prompt: a, contains: ""}\n', 1, "[0].contains",
      "matches every answer"),
     ("control_character", '- {prompt: "a\\u0007", exact: b}\n', 1, "[0].prompt",
-     "must not contain U+0007, a control character"),
+     "must not contain U+0007 (character 2), a control character"),
 ]
 
 
