@@ -23,7 +23,7 @@ from ascendctl.inventory.secretscan import secret_kind
 if TYPE_CHECKING:
     from ascendctl.inventory.yamlsrc import SourceMap
 
-MAX_YAML_BYTES = 256 << 10      # the bounded loader reads some 1 MiB a second
+MAX_YAML_BYTES = 256 << 10      # the bounded loader reads some 0.5 MiB a second
 MAX_JSONL_BYTES = 2 << 20       # the secret scan reads some 3 MiB a second
 MAX_YAML_VALUES = 10_000      # 1000 prompts of a few keys each, or fewer chats
 MAX_ENTRIES = 1000

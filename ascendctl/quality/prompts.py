@@ -65,7 +65,7 @@ class Expectation:
             return own.search(self.value, text)
 
     def describe(self) -> str:
-        return f"{self.kind} {json.dumps(self.value, ensure_ascii=False)}"
+        return f"{self.kind} {printable(json.dumps(self.value, ensure_ascii=False))}"
 
     def as_dict(self) -> dict[str, str]:
         return {"kind": self.kind, "value": self.value}
