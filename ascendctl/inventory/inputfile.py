@@ -100,7 +100,10 @@ def json_depth(text: str) -> int:
     """The deepest nesting of [ and { outside strings (linear, no recursion)."""
     import re
 
-    brackets = re.sub(r"[^\[\]{}]+", "", re.sub(r'"(?:[^"\\]|\\.)*"', "", text))
+    # a string runs to its closing quote or, unterminated, to the end: every match
+    # succeeds where it starts, so no position is scanned twice
+    strings = r'"(?:[^"\\]+|\\[\s\S])*(?:"|\\?\Z)'
+    brackets = re.sub(r"[^\[\]{}]+", "", re.sub(strings, "", text))
     depth = deepest = 0
     for ch in brackets:
         if ch in "[{":

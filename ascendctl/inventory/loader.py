@@ -17,6 +17,7 @@ from ascendctl.engine.inventory_check import check_engine_inventory
 from ascendctl.errors import InputError
 from ascendctl.inventory.engine import EngineSpec
 from ascendctl.inventory.hosts import SINGLE_GROUP, Host, Inventory, ServingGroup
+from ascendctl.inventory.quality import check_quality_inventory
 from ascendctl.inventory.model import (
     ClusterSpec, DeploySpec, HostSpec, ModelSpec, NAME_RE, Section, ServingSpec, SloSpec,
     SshSpec, VersionsSpec,
@@ -100,6 +101,7 @@ class _Builder:
         self.check_semantics(hosts, sections, serving_groups)
         gateway = self.resolve_gateway(hosts, sections["serving"], serving_groups)
         check_engine_inventory(sections, self.fail, self.source.lines)
+        check_quality_inventory(sections, self.fail)
         if check_files:
             self.check_controller_files(hosts)
         groups = self.finish_groups(hosts)

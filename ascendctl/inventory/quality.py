@@ -10,18 +10,19 @@ or agreement with the previous release's greedy outputs (the built-in prompt set
     quality: {agree_with_previous: true, min_agreement: 0.9}
 
 The prompt file is read and validated with the inventory, so a broken one is an input
-error (`prompts.yaml:LINE: FIELD: message`, exit 2) before any host is contacted.
+error (`prompts.yaml:LINE: FIELD: message`, exit 2) before any host is contacted; so are
+token limits the engine would refuse (check_quality_inventory, once serving is known).
 """
 
 from __future__ import annotations
 
 import os
-from typing import Optional
+from typing import Any, Callable, Mapping, Optional
 
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from ascendctl.inventory.model import Section, _safe_path
-from ascendctl.quality.prompts import MAX_TOKENS_LIMIT, PromptSet
+from ascendctl.quality.prompts import MAX_TOKENS_LIMIT, PromptSet, check_token_limits
 
 DEFAULT_MIN_AGREEMENT = 0.9
 DEFAULT_MAX_TOKENS = 32
@@ -82,3 +83,20 @@ class QualitySpec(Section):
 
 
 DEFAULT_GATE = QualitySpec(agree_with_previous=True)
+MAX_TOKENS_PATH = ("all", "vars", "slo", "quality", "max_tokens")
+
+
+def check_quality_inventory(sections: Mapping[str, Any],
+                            fail: Callable[[str, tuple[Any, ...]], Exception]) -> None:
+    """slo.quality against serving: every prompt's max_tokens (its own, else the set's) must
+    leave room for the prompt in serving.max_model_len, or the gate would stop at it after
+    a group was switched. FAIL(message, path) names the inventory's line."""
+    spec: Optional[QualitySpec] = sections["slo"].quality
+    if spec is None:
+        return
+
+    def set_limit_error(message: str) -> Any:
+        return fail(message, MAX_TOKENS_PATH)
+
+    check_token_limits(spec.prompt_set(), spec.max_tokens, sections["serving"].max_model_len,
+                       set_limit_error)

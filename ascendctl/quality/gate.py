@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from ascendctl.errors import AscendctlError, InputError
 from ascendctl.quality.agreement import mean_agreement, token_agreement
-from ascendctl.quality.prompts import PromptSet
+from ascendctl.quality.matching import MatchUndecided, RegexSearcher
+from ascendctl.quality.prompts import PromptSet, QualityPrompt, check_token_limits
 from ascendctl.quality.result import (
     AgreementFigures, PromptOutcome, PromptSetInfo, QualityReport, Reference,
 )
@@ -108,15 +109,15 @@ def gate_spec(inv: "Inventory") -> "QualitySpec":
 
 
 def check_fits(inv: "Inventory", prompt_set: PromptSet, max_tokens: int) -> None:
-    """Refuse token limits the engine would reject (max_tokens >= max_model_len)."""
-    for prompt in prompt_set.prompts:
-        wanted = prompt.max_tokens or max_tokens
-        if wanted >= inv.serving.max_model_len:
-            where = (f"{prompt_set.source}: prompt {prompt.id}" if prompt.max_tokens
-                     else "slo.quality.max_tokens")
-            raise InputError(f"{where}: max_tokens {wanted} leaves no room for the prompt in "
-                             f"serving.max_model_len {inv.serving.max_model_len}",
-                             file=str(inv.path), field="slo.quality.max_tokens")
+    """Refuse token limits the engine would reject (max_tokens >= max_model_len). The
+    inventory's own gate was checked when it was loaded; this one may be the default."""
+    where = ("all", "vars", "slo", "quality", "max_tokens")
+
+    def set_limit_error(message: str) -> InputError:
+        return InputError(message, file=str(inv.path), line=inv.source.line_of(where),
+                          field=".".join(where))
+
+    check_token_limits(prompt_set, max_tokens, inv.serving.max_model_len, set_limit_error)
 
 
 def run_quality_gate(inv: "Inventory", release_id: Optional[str], conn: "Remote", *,
@@ -217,36 +218,43 @@ def _reference(inv: "Inventory", where: dict[str, Any], spec: "QualitySpec",
 
 def evaluate(prompt_set: PromptSet, answers: list[NodeAnswer],
              reference: Optional[ReferenceAnswers]) -> list[PromptOutcome]:
-    """Each prompt's answer against its expected answer and the reference's answer."""
+    """Each prompt's answer against its expected answer and the reference's answer. A
+    regex that gives no verdict within its deadline fails its prompt, saying why."""
     by_id = {a.id: a for a in answers}
-    outcomes = []
-    for prompt in prompt_set.prompts:
-        answer = by_id.get(prompt.id)
-        error = answer.error if answer else "no answer"
-        text = answer.text if answer else None
-        tokens = answer.token_ids if answer else None
-        outcome = PromptOutcome(id=prompt.id, prompt=prompt.shown(), status="pass",
-                                text=text, token_ids=tokens,
-                                finish_reason=answer.finish_reason if answer else None,
-                                error=error, expect=prompt.expect,
-                                seconds=answer.seconds if answer else None)
-        if text is not None and prompt.expect is not None:
-            outcome.expect_ok = prompt.expect.matches(text)
-        if reference is not None:
-            ref = reference.answers.get(prompt.id)
-            outcome.reference_text = ref.text if ref else None
-            if ref is None or ref.token_ids is None:
-                outcome.error = outcome.error or "the reference has no answer to this prompt"
-            elif tokens is None:
-                outcome.error = outcome.error or ("the engine returned no token ids (it does "
-                                                  "not support `return_token_ids`)")
-            else:
-                measured = token_agreement(ref.token_ids, tokens)
-                outcome.agreement, outcome.diverges_at = measured.agreement, measured.diverges_at
-        if outcome.problem:
-            outcome.status = "fail"
-        outcomes.append(outcome)
-    return outcomes
+    with RegexSearcher() as searcher:
+        return [_outcome(prompt, by_id.get(prompt.id), reference, searcher)
+                for prompt in prompt_set.prompts]
+
+
+def _outcome(prompt: QualityPrompt, answer: Optional[NodeAnswer],
+             reference: Optional[ReferenceAnswers], searcher: RegexSearcher) -> PromptOutcome:
+    text = answer.text if answer else None
+    tokens = answer.token_ids if answer else None
+    outcome = PromptOutcome(id=prompt.id, prompt=prompt.shown(), status="pass",
+                            text=text, token_ids=tokens,
+                            finish_reason=answer.finish_reason if answer else None,
+                            error=answer.error if answer else "no answer",
+                            expect=prompt.expect, seconds=answer.seconds if answer else None)
+    if text is not None and prompt.expect is not None:
+        try:
+            outcome.expect_ok = prompt.expect.matches(text, searcher)
+        except MatchUndecided as undecided:
+            outcome.expect_ok = False
+            outcome.error = outcome.error or str(undecided)
+    if reference is not None:
+        ref = reference.answers.get(prompt.id)
+        outcome.reference_text = ref.text if ref else None
+        if ref is None or ref.token_ids is None:
+            outcome.error = outcome.error or "the reference has no answer to this prompt"
+        elif tokens is None:
+            outcome.error = outcome.error or ("the engine returned no token ids (it does "
+                                              "not support `return_token_ids`)")
+        else:
+            measured = token_agreement(ref.token_ids, tokens)
+            outcome.agreement, outcome.diverges_at = measured.agreement, measured.diverges_at
+    if outcome.problem:
+        outcome.status = "fail"
+    return outcome
 
 
 def problems_of(outcomes: list[PromptOutcome]) -> list[str]:

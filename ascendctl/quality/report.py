@@ -10,7 +10,7 @@ from typing import Any
 
 from ascendctl.fileio import write_atomic
 from ascendctl.quality.prompts import truncate
-from ascendctl.quality.result import PromptOutcome, QualityReport
+from ascendctl.quality.result import ERROR_CHARS, PromptOutcome, QualityReport
 
 CELL_CHARS = 60
 # What XML 1.0 cannot hold at all, not even as a character reference; a model's answer
@@ -54,9 +54,10 @@ def quality_table(report: QualityReport) -> Any:
     for column in ("prompt", "result", "agreement", "expected / reference", "answer"):
         table.add_column(column, overflow="fold")
     for outcome in report.outcomes:
-        # answers and prompts are the model's and the operator's text, never markup
+        # answers and prompts are the model's and the operator's text, never markup, and
+        # shown escaped (truncate): an answer's ESC or C1 bytes must not drive the terminal
         result = Text("FAIL", "red") if outcome.status == "fail" else Text("pass", "green")
-        answer = (Text(outcome.error, "red") if outcome.error
+        answer = (Text(truncate(outcome.error, ERROR_CHARS), "red") if outcome.error
                   else Text(truncate(outcome.text or "", CELL_CHARS)))
         table.add_row(Text(outcome.id), result, _agreement_cell(outcome),
                       Text(_held_against(outcome)), answer)
@@ -75,7 +76,7 @@ def failure_lines(report: QualityReport) -> list[str]:
             continue
         head = f"{outcome.id} ({outcome.prompt!r})"
         if outcome.error:
-            lines.append(f"{head}: {outcome.error}")
+            lines.append(f"{head}: {truncate(outcome.error, ERROR_CHARS)}")
             continue
         if outcome.expect is not None and outcome.expect_ok is False:
             lines.append(f"{head}: expected {outcome.expect.describe()}")

@@ -16,6 +16,7 @@ Status = Literal["pass", "fail"]
 # exists but left nothing to compare with (the gate fails).
 ReferenceKind = Literal["record", "live", "none", "baseline", "missing"]
 SHOWN_CHARS = 120
+ERROR_CHARS = 400      # an engine's error body is in it: shown escaped and bounded
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ class PromptOutcome:
     @property
     def problem(self) -> Optional[str]:
         if self.error:
-            return self.error
+            return truncate(self.error, ERROR_CHARS)
         if self.expect is not None and self.expect_ok is False:
             return (f"expected {self.expect.describe()}, got "
                     f"{truncate(self.text or '', SHOWN_CHARS)!r}")

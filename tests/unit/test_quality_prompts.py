@@ -132,7 +132,7 @@ BAD_PROMPT_FILES = [
     ("prompt_and_messages", '- prompt: "a"\n  messages: [{role: user, content: b}]\n'
                             '  exact: "c"\n', 1, "[0]", "exactly one of `prompt`"),
     ("bad_role", '- messages: [{role: robot, content: b}]\n  exact: "c"\n', 1,
-     "[0].messages", "'robot' is not one of"),
+     "[0].messages[0].role", "'robot' is not one of"),
     ("duplicate_id", '- {id: a, prompt: x, exact: y}\n- {id: a, prompt: z, exact: y}\n', 2,
      "[1].id", "duplicate id 'a' (first on line 1)"),
     ("number_answer", '- prompt: "2 + 2 ="\n  exact: 4\n', 2, "[0].exact", "quote it"),
@@ -141,7 +141,7 @@ BAD_PROMPT_FILES = [
     ("empty_contains", '- {prompt: a, contains: ""}\n', 1, "[0].contains",
      "matches every answer"),
     ("control_character", '- {prompt: "a\\u0007", exact: b}\n', 1, "[0].prompt",
-     "control characters"),
+     "must not contain U+0007 (character 2), a control character"),
 ]
 
 

@@ -147,12 +147,13 @@ def test_without_slo_quality_the_gate_is_agreement_over_the_builtin_set(tmp_path
 
 
 def test_token_limits_the_engine_would_refuse_are_bad_input(tmp_path):
-    inv = load_inventory(inventory(tmp_path, {"agree_with_previous": True, "max_tokens": 64},
-                                   max_model_len=64))
-    with pytest.raises(InputError, match="max_tokens 64 leaves no room for the prompt in "
-                                         "serving.max_model_len 64"):
-        check_fits(inv, gate_spec(inv).prompt_set(), 64)
-    check_fits(inv, gate_spec(inv).prompt_set(), 32)
+    # the inventory's own gate is refused when the inventory loads (test_quality_hostile.py);
+    # the default gate (no slo.quality) when it would run
+    inv = load_inventory(inventory(tmp_path, None, max_model_len=32))
+    with pytest.raises(InputError, match="max_tokens 32 leaves no room for the prompt in "
+                                         "serving.max_model_len 32"):
+        check_fits(inv, gate_spec(inv).prompt_set(), gate_spec(inv).max_tokens)
+    check_fits(inv, gate_spec(inv).prompt_set(), 31)
 
 
 def test_the_cli_refuses_baseline_without_quality_and_touches_nothing(tmp_path):
@@ -178,3 +179,32 @@ def test_junit_stays_well_formed_whatever_the_model_answers(tmp_path):
     cases = {c.name: c for s in JUnitXml.fromfile(str(path)) for c in s}
     failure = cases["prompt.sum"].result[0]
     assert "bell\\x07 nul\\x00 esc\\x1b ok\u00e9 \\ufffe end" in failure.text
+
+
+HOSTILE_ANSWER = ("\x1b]0;owned\x07\x1b[2J\x9b31m red\u202eevil\ud800 "
+                  "line\nnext\ttab\rover \u00e9\u4e2d")
+ESCAPED_ANSWER = ("\\x1b]0;owned\\x07\\x1b[2J\\x9b31m red\\u202eevil\\ud800 "
+                  "line\\nnext\\ttab\\rover \u00e9\u4e2d")
+
+
+def test_an_answer_cannot_drive_the_terminal_it_is_shown_on():
+    """ESC sequences, C1 controls, bidirectional overrides and lone surrogates from the
+    engine are shown escaped in the table, the failure lines and the summary; printable
+    text of any language is shown as it is."""
+    from rich.console import Console
+
+    report = report_of(EXPECTING, [
+        NodeAnswer("sum", HOSTILE_ANSWER, [1], "stop", None, 0.2),
+        NodeAnswer("name", None, None, None, "/v1/completions answered 500: "
+                   + HOSTILE_ANSWER, 0.3)], None, "prompts")
+    out = StringIO()
+    Console(file=out, width=400, no_color=True).print(quality_table(report))
+    shown = [*out.getvalue().splitlines(), *failure_lines(report), report.summary()]
+    assert all(line.isprintable() for line in shown), [l for l in shown if not l.isprintable()]
+    assert "got '" + ESCAPED_ANSWER + "'" in failure_lines(report)[1].replace("\\\\", "\\")
+    assert f"answered 500: {ESCAPED_ANSWER}" in failure_lines(report)[2]
+    assert f"answered 500: {ESCAPED_ANSWER}" in report.summary()
+    table = out.getvalue()
+    assert "\\x1b]0;owned" in table and "\u00e9\u4e2d" in table
+    # the record keeps what the engine returned
+    assert report.as_dict()["prompts"][0]["text"] == HOSTILE_ANSWER
