@@ -17,8 +17,9 @@ Refused, whatever the case and the `_`/`-` spelling:
   0.32 (tests/fixtures/vllm_serve_options_0.32.0.txt, checked by
   tests/unit/test_secret_options.py);
 - any option whose name ends with a secret word (`--x-api-key`, `--db-password`,
-  `--auth-token`, `-token`), and a dotted JSON key that is a secret's name
-  (`--hf-overrides.token K` is `--hf-overrides '{"token": "K"}'` to vLLM).
+  `--auth-token`, `-token`), unless it abbreviates a vLLM option with the word inside
+  (`--dbo-decode-token` is `--dbo-decode-token-threshold`), and a dotted JSON key that is
+  a secret's name (`--hf-overrides.token K` is `--hf-overrides '{"token": "K"}'` to vLLM).
 
 An option carries a value when it is written `--opt=V`, or when the next argv token is not
 itself a long option (`--hf-token` alone, "use the cached login", is accepted).
@@ -54,15 +55,14 @@ VLLM_OPTIONS_WITH_A_SECRET_WORD = (
 SHOWN = 40
 
 
-def option_parts(token: str) -> tuple[str, bool, bool, str] | None:
-    """(name as vLLM compares it, long option?, has `=value`?, dotted keys) for an option
-    token; None when the token is not an option."""
+def option_parts(token: str) -> tuple[str, bool, str] | None:
+    """(name as vLLM compares it, long option?, dotted keys) for an option token; None when
+    the token is not an option."""
     if not token.startswith("-"):
         return None
-    long = token.startswith("--")
-    name, eq, _value = token.lstrip("-").partition("=")
+    name = token.lstrip("-").partition("=")[0]
     name, _dot, keys = name.partition(".")
-    return name.replace("_", "-").lower(), long, bool(eq), keys
+    return name.replace("_", "-").lower(), token.startswith("--"), keys
 
 
 @lru_cache(maxsize=4096)
@@ -72,7 +72,7 @@ def is_secret_option(token: str) -> bool:
     parts = option_parts(token)
     if parts is None:
         return False
-    name, long, _has_value, keys = parts
+    name, long, keys = parts
     if not name:
         return False
     if long and len(name) <= _LONGEST and any(o.startswith(name) for o in VLLM_SECRET_OPTIONS):
@@ -93,11 +93,10 @@ def shown_option(token: str) -> str:
     return written if len(written) <= SHOWN else written[:SHOWN] + "…"
 
 
-def _tokens(items: Sequence[Any]) -> list[tuple[int, str | None]]:
+def _tokens(items: Sequence[Any]) -> list[tuple[int, str]]:
     """(index of the item, word) for every whitespace-separated word of every string
-    item; any other scalar is one word (a value), a mapping or a list is one word that is
-    not an option, None (an empty item) is no word."""
-    words: list[tuple[int, str | None]] = []
+    item; any other item is one word (a value), None (an empty item) none."""
+    words: list[tuple[int, str]] = []
     for index, item in enumerate(items):
         if isinstance(item, str):
             words += [(index, word) for word in item.split()]
@@ -113,7 +112,7 @@ def secret_options(items: Sequence[Any]) -> Iterator[tuple[int, str]]:
     list that carries a value, in order."""
     words = _tokens(items)
     for position, (index, word) in enumerate(words):
-        if word is None or not is_secret_option(word):
+        if not is_secret_option(word):
             continue
         following = words[position + 1][1] if position + 1 < len(words) else None
         inline = "=" in word
