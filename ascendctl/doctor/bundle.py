@@ -104,7 +104,10 @@ def write_bundle(path: Path, inv: Inventory, collections: Sequence[NodeCollectio
                             f"{c.node} ({c.address}): {c.status}: {c.error}\n".encode()))
         for rel, text in sorted(c.files.items()):
             members.append((f"{root}/{c.node}/{rel}", text.encode()))
-    leaked = [name for name, blob in members for value in secrets if value.encode() in blob]
+    from ascendctl_runtime.doctor_node import encodings
+
+    leaked = [name for name, blob in members for value in secrets
+              for form in encodings(value) if form.encode() in blob]
     if leaked:  # belt and braces: scrub() ran, so this is a bug, never a bundle with a key
         raise AscendctlError(f"refusing to write the bundle: a secret is still in {leaked[0]}")
     path = Path(path)

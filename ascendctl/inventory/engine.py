@@ -20,6 +20,8 @@ from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from ascendctl.inventory.secretscan import secret_kind
+
 COMMAND_RE = re.compile(r"[A-Za-z0-9_.+/][A-Za-z0-9_.+/-]{0,254}")
 # docker/podman image reference: [host[:port]/]path[:tag][@sha256:hex], or an image ID
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
@@ -39,7 +41,6 @@ RUN_OPTIONS = {
     "--workdir": True, "--tmpfs": True, "--init": False, "--privileged": False,
     "--read-only": False, "--memory": True, "--oom-score-adj": True,
 }
-SECRET_WORDS = re.compile(r"key|token|secret|passw", re.IGNORECASE)
 CONTAINER_FIELDS = ("runtime", "runtime_path", "image", "archive", "mounts", "options", "ipc", "shm_size")
 VENV_FIELDS = ("wheelhouse", "packages", "python")
 
@@ -173,9 +174,10 @@ class EngineSpec(Section):
                 raise ValueError(f"{item!r}: write {name}=VALUE as one item")
             if not RUN_OPTIONS[name] and eq:
                 raise ValueError(f"{item!r}: {name} takes no value")
-            if SECRET_WORDS.search(arg):
-                raise ValueError(f"{name}: looks like a secret; secrets never go into the "
-                                 "argv (use serving.api_key)")
+            kind = secret_kind(arg)
+            if kind:
+                raise ValueError(f"{name}: holds {kind}, a secret; secrets never go into "
+                                 "the argv (use serving.api_key)")
         return value
 
     def coherence_problems(self) -> list[tuple[str, str]]:

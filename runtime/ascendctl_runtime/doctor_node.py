@@ -11,8 +11,9 @@ node): collects logs and state into {relative path: text} and prints it as one J
                             listening ports, the current release's non-secret files
 
 Secrets never leave the node: secrets.env is never read into the bundle, and every value
-found in any release's secrets.env (and anything shaped like an API key argument or a
-Bearer token) is replaced by [REDACTED] in every collected text.
+found in any release's secrets.env (as it is, JSON-escaped or URL-encoded), and anything
+shaped like a secret whatever its value (SECRET_RULES), is replaced by [REDACTED] in every
+collected text.
 """
 
 from __future__ import annotations
@@ -30,50 +31,130 @@ from ascendctl_runtime.nodeutil import answer_call, parse_env_file, tail_file
 
 REDACTED = "[REDACTED]"
 SECRET_FILE = "secrets.env"
+
+# -- redaction ---------------------------------------------------------------------------
 # Secrets are redacted even when their value is unknown here: by the name in front of
-# them (any spelling: --api-key K, api_key=K, "api_key": "K", x-api-key: K,
-# export VLLM_API_KEY="K", token=K, password: K, ...), by the Authorization header, and by
-# their shape (sk-..., Bearer ..., hf_..., JWTs, URL passwords). A name must END with the
-# secret word, so max_tokens=128, --max-num-batched-tokens 4096, tokenizer: /x and
-# password_file=/run/x stay.
-_SECRET_WORD = (r"(?:api[_-]?key|apikey|token|secret|password|passwd|passphrase|"
-                r"credentials?|access[_-]?key|secret[_-]?key|private[_-]?key|auth)")
-_NAME = r"(?<![A-Za-z0-9_])(?:[A-Za-z0-9]+[_.-])*" + _SECRET_WORD + r"(?![A-Za-z0-9_])"
-_VALUE = (r"(?:\"(?P<dq>[^\"\n]+)\"|'(?P<sq>[^'\n]+)'"
-          r"|(?P<bare>(?!\[REDACTED\])[^\s\x00\"',;&)}\]]+))")
-SECRET_PATTERNS = (
-    # Authorization: Bearer K / "Authorization": "Basic K" / Proxy-Authorization
-    re.compile(r"(?P<pre>(?<![A-Za-z0-9_-])(?:proxy-)?authorization[\"']?[ \t]*[:=][ \t]*"
-               r"[\"']?(?:bearer|basic|token)[ \t]+)(?P<bare>(?!\[REDACTED\])[^\s\x00\"',;]+)",
-               re.IGNORECASE),
-    # --api-key K, --api-key "K", --api-key=K, ["--api-key", "K"] (argv, ps, JSON argv)
-    re.compile(r"(?P<pre>--?" + _NAME + r"(?:[= ]+|[\"']\s*,\s*(?=[\"'])))" + _VALUE,
-               re.IGNORECASE),
-    # name=K, name: K, "name": "K", 'name': 'K', export NAME="K", ?name=K, NAME=K\0 (environ)
-    re.compile(r"(?P<pre>" + _NAME + r"[\"']?[ \t]*[=:][ \t]*)" + _VALUE, re.IGNORECASE),
+# them (any spelling: --api-key K, --api_key K, --api-k K, api_key=K, "api_key": "K",
+# {'api_key': ['K']}, x-api-key: K, export VLLM_API_KEY="K", token=K&, api_key%3DK,
+# {\"token\": \"K\"}, <api_key>K<, ...), by the Authorization and Cookie headers, and by
+# their shape (sk-..., Bearer ..., Basic ..., hf_..., ghp_..., AKIA..., JWTs, URL
+# userinfo, private key blocks). A name must END with the secret word, so max_tokens=128,
+# --max-num-batched-tokens 4096, tokenizer: /x and password_file=/run/x stay.
+#
+# Every rule is linear in the length of the text: it starts at a literal (a secret word,
+# `--`, `://`, `Bearer`, `sk-`, ...), a boundary is checked by a fixed-width lookbehind
+# placed after that literal, and every run of characters either ends the rule or is
+# followed by a character the run cannot hold, so an attempt that fails costs only its own
+# run and two attempts never scan the same run (tests/unit/test_secret_scan_linear.py).
+# Rules marked `folded` match the ASCII-lowercased text (case-insensitive without
+# re.IGNORECASE, which makes alternations of words several times slower).
+
+_WORDS = (r"api[_-]?key|access[_-]?key|secret[_-]?key|private[_-]?key|token|secret|password"
+          r"|passwd|passphrase|credentials?|auth")
+_END = r"(?![a-z0-9_])"
+_QUOTE = r"(?:b?\\{0,4}[\"'`]|%2[27]|&quot;|&#3[49];)"      # plain, escaped, encoded
+_SPACE = r"(?:[ \t]|%20){0,64}"        # bounded: a long run of blanks costs nothing
+_SEP = r"(?:=>|:=|[=:>]|%3[ad])"
+# the value: a list ['K1', 'K2'] whole, else one quoted or bare word (not `--next-option`,
+# not `{...}`: a reference such as {'env': 'VAR'} is no secret)
+_WORD_VALUE = (r"(?P<value>(?!--)[^\s\x00\"'`,;&<>{}\[\]\\%]"
+               r"(?:[^\s\x00\"'`,;&<>{}\[\]\\%]|%(?!2[02367]|3b))*)")
+_LIST_VALUE = r"\[(?P<list>(?!\[?redacted\])[^\]\n]+)"
+# an optional quote that, once there, is never given back (a quote taken for the value's
+# first character would make `b'[REDACTED]'` redact its `b`): a lookahead captures it
+_OPEN = r"(?=(?P<open>" + _QUOTE + r"?))(?P=open)"
+_VALUE = r"(?:" + _LIST_VALUE + r"|" + _OPEN + _WORD_VALUE + r")"
+# an option starts a word: the dash is at the start or after a space, quote, [ ( , or =
+# ...and its name ends with a secret word or is a prefix vLLM expands to --api-key/--hf-token
+_OPTION = (r"-(?<![^\s\"'\[(,=]-)-?(?:[a-z0-9]+[_.-])*(?:" + _WORDS
+           + r"|api[_-]k(?:ey?)?|hf[_-]t(?:o(?:k(?:en?)?)?)?)" + _END)
+_SCHEME_WORD = (r"(?:bearer|basic|token|digest|negotiate|ntlm|apikey|api-key|key|jwt)"
+                r"(?:[ \t]+|%20|\+)")
+# the scheme, if there is one, is never taken for the value (`Bearer [REDACTED]` stays)
+_SCHEME = r"(?:(?=" + _SCHEME_WORD + r")" + _SCHEME_WORD + r"|(?!" + _SCHEME_WORD + r"))"
+
+
+class _Rule:
+    def __init__(self, pattern: str, folded: bool):
+        self.pattern, self.folded = re.compile(pattern), folded
+
+
+SECRET_RULES = (
+    # Authorization: Bearer K / "Authorization": "Basic K" / Proxy-Authorization: K
+    _Rule(r"authorization" + _END + _QUOTE + "?" + _SPACE + _SEP + _SPACE + _OPEN
+          + _SCHEME + r"(?:" + _LIST_VALUE + r"|" + _WORD_VALUE + r")", folded=True),
+    # Cookie: a=1; session=K / Set-Cookie: session=K; Path=/  (every cookie, to the line end)
+    _Rule(r"cookie" + _END + _QUOTE + "?" + _SPACE + _SEP + _SPACE + _QUOTE + "?"
+          + r"(?P<value>(?!\[redacted\])[^\s\x00\"'`\\][^\r\n\x00\"'`\\]*)", folded=True),
+    # --api-key K, --api-key=K, --api_key 'K', --api-k K, ["--api-key", "K"] (argv, ps, JSON)
+    _Rule(_OPTION + r"(?:" + _QUOTE + r"?[ \t]{0,64},[ \t]{0,64}|" + _QUOTE + r"?[ \t]{1,64}|=)"
+          + _VALUE,
+          folded=True),
+    # name=K, name: K, "name": "K", NAME=K\0 (environ), export NAME='K', ?name=K&, name%3DK
+    _Rule("(?:" + _WORDS + ")" + _END + _QUOTE + "?" + _SPACE + _SEP + _SPACE + _VALUE, folded=True),
     # shapes, wherever they are
-    re.compile(r"(?P<pre>(?<![A-Za-z0-9])Bearer\s+)(?P<bare>(?!\[REDACTED\])"
-               r"[A-Za-z0-9._~+/=-]{8,})"),
-    re.compile(r"(?P<pre>)(?P<bare>(?<![A-Za-z0-9_-])sk-[A-Za-z0-9_-]{8,})"),
-    re.compile(r"(?P<pre>)(?P<bare>(?<![A-Za-z0-9_])(?:hf|gh[pousr])_[A-Za-z0-9]{20,})"),
-    re.compile(r"(?P<pre>)(?P<bare>(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{8,}\."
-               r"[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*)"),
-    re.compile(r"(?P<pre>[a-z][a-z0-9+.-]*://[^/\s:@\"']+:)(?P<bare>(?!\[REDACTED\])"
-               r"[^/\s@\"']+)(?=@)", re.IGNORECASE),
+    _Rule(r"bearer(?<![a-z0-9]bearer)(?:[ \t]+|%20)(?P<value>(?!\[redacted\])"
+          r"[a-z0-9._~+/=-]{8,})", folded=True),
+    _Rule(r"basic(?<![a-z0-9]basic)(?:[ \t]+|%20)(?=[a-z0-9+/]*[0-9+/=])"
+          r"(?P<value>[a-z0-9+/]{8,}={0,2})", folded=True),
+    _Rule(r"(?P<value>sk-(?<![A-Za-z0-9_-]sk-)[A-Za-z0-9_-]{8,})", folded=False),
+    _Rule(r"(?P<value>hf_(?<![A-Za-z0-9_]hf_)[A-Za-z0-9]{20,})", folded=False),
+    _Rule(r"(?P<value>gh[pousr]_(?<![A-Za-z0-9_]gh[pousr]_)[A-Za-z0-9]{20,})", folded=False),
+    _Rule(r"(?P<value>github_pat_(?<![A-Za-z0-9_]github_pat_)[A-Za-z0-9_]{20,})",
+          folded=False),
+    _Rule(r"(?P<value>glpat-(?<![A-Za-z0-9_]glpat-)[A-Za-z0-9_-]{20,})", folded=False),
+    _Rule(r"(?P<value>xox[abposr]-(?<![A-Za-z0-9_]xox[abposr]-)[A-Za-z0-9-]{10,})",
+          folded=False),
+    _Rule(r"(?P<value>A[KS]IA(?<![A-Za-z0-9_]A[KS]IA)[0-9A-Z]{16})(?![0-9A-Za-z])",
+          folded=False),
+    _Rule(r"(?P<value>eyJ(?<![A-Za-z0-9_-]eyJ)[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\."
+          r"[A-Za-z0-9_-]*)", folded=False),
+    # https://user:K@host (the password) and https://K@host (userinfo alone is often a token)
+    _Rule(r"://(?<=[A-Za-z0-9+.-]://)[^/?#\s@:\"'<>]+:(?P<value>(?!\[REDACTED\])"
+          r"[^/?#\s@\"'<>]+)(?=@)", folded=False),
+    _Rule(r"://(?<=[A-Za-z0-9+.-]://)(?P<value>(?!\[REDACTED\])[^/?#\s@:\"'<>]+)(?=@)",
+          folded=False),
+    # a private key block, over its lines (or up to 16 KiB when its END line is missing)
+    _Rule(r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY-----(?P<value>(?!\[REDACTED\])"
+          r"(?:[^-]|-(?!----)){1,16384})", folded=False),
 )
-_VALUE_GROUPS = ("dq", "sq", "bare")
+_VALUE_GROUPS = ("list", "value")
+_ASCII_LOWER = {code: code + 32 for code in range(ord("A"), ord("Z") + 1)}
 
 
-def _redact_match(match: "re.Match[str]") -> str:
-    text = match.group(0)
-    for name in _VALUE_GROUPS:
-        if name in match.re.groupindex and match.group(name) is not None:
-            start, end = match.span(name)
-            base = match.start()
-            if match.group(name) == REDACTED:
-                return text
-            return text[:start - base] + REDACTED + text[end - base:]
-    return text
+def _folded(text: str) -> str:
+    """`text` with A-Z lowercased, every character where it was."""
+    lowered = text.lower()
+    # lower() keeps every offset unless a character became two (U+0130 does)
+    return lowered if len(lowered) == len(text) else text.translate(_ASCII_LOWER)
+
+
+def _apply(rule: _Rule, text: str, subject: str) -> str:
+    """`text` with the value of every match of `rule` in `subject` (`text`, or `text`
+    lowercased) replaced."""
+    parts: list[str] = []
+    done = 0
+    for match in rule.pattern.finditer(subject):
+        name = next((g for g in _VALUE_GROUPS if g in rule.pattern.groupindex
+                     and match.group(g) is not None), None)
+        if name is None:
+            continue
+        start, end = match.span(name)
+        parts += [text[done:start], REDACTED]
+        done = end
+    if not parts:
+        return text
+    parts.append(text[done:])
+    return "".join(parts)
+
+
+def encodings(secret: str) -> list[str]:
+    """How a known secret can appear in a log: as it is, JSON-escaped, URL-encoded (a key
+    holds no spaces, so quote_plus would add nothing)."""
+    from urllib.parse import quote
+
+    return sorted({secret, json.dumps(secret)[1:-1], quote(secret, safe="")}, key=len,
+                  reverse=True)
 
 
 RELEASE_FILES = ("engine.json", "ray.json", "engine.env", "hccl.json", "watchdog.json",
@@ -129,10 +210,18 @@ def known_secrets(root: str) -> list[str]:
 
 
 def redact(text: str, secrets: list[str]) -> str:
-    for value in secrets:
-        text = text.replace(value, REDACTED)
-    for pattern in SECRET_PATTERNS:
-        text = pattern.sub(_redact_match, text)
+    """`text` with every known secret (in any of its encodings) and everything shaped like
+    a secret replaced by [REDACTED]; redacting twice changes nothing more."""
+    forms = {form for value in secrets for form in encodings(value) if len(form) >= 4}
+    for form in sorted(forms, key=len, reverse=True):
+        text = text.replace(form, REDACTED)
+    folded: Optional[str] = None
+    for rule in SECRET_RULES:
+        if rule.folded and folded is None:
+            folded = _folded(text)
+        changed = _apply(rule, text, folded if rule.folded else text)
+        if changed is not text:
+            text, folded = changed, None
     return text
 
 

@@ -4,8 +4,10 @@ case), and near-misses that only look like secrets are kept."""
 
 from __future__ import annotations
 
+import json
 import tarfile
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
@@ -57,6 +59,57 @@ FORMATS = [
     ("access-key", f"AWS_SECRET_ACCESS_KEY={K}"),
     ("client-secret-json", f'{{"client_secret": "{K}"}}'),
     ("passphrase", f"passphrase: '{K}'"),
+    # the header, in every case and spelling
+    ("authorization-lowercase-bearer", f"authorization: bearer {K}"),
+    ("authorization-basic-json-lowercase", f'{{"authorization": "basic {K}"}}'),
+    ("authorization-no-scheme", f"Authorization: {K}"),
+    ("authorization-token-scheme", f"Authorization: Token {K}"),
+    ("proxy-authorization-basic", f"Proxy-Authorization: Basic {K}"),
+    ("authorization-python-repr", f"headers={{'Authorization': 'Bearer {K}', 'Accept': '*/*'}}"),
+    ("authorization-bytes-repr", f"{{b'Authorization': b'Bearer {K}'}}"),
+    ("authorization-form-encoded", f"Authorization=Bearer+{K}"),
+    ("authorization-url-encoded", f"h=authorization%3A%20Bearer%20{K}"),
+    ("bearer-lowercase-anywhere", f"retrying with bearer {K} after 401"),
+    ("basic-anywhere", f"sent Basic {K} to the proxy"),
+    ("cookie", f"Cookie: session={K}"),
+    ("cookie-among-others", f"Cookie: theme=dark; sessionid={K}; lang=en"),
+    ("set-cookie", f"Set-Cookie: session={K}; Path=/; HttpOnly"),
+    # flags the way vLLM's parser reads them (and the spellings it refuses after logging)
+    ("flag-underscore", f"vllm serve /m --api_key {K}"),
+    ("flag-unique-prefix", f"vllm serve /m --api-k {K}"),
+    ("flag-prefix-equals", f"vllm serve /m --api-ke={K}"),
+    ("flag-uppercase", f"vllm serve /m --API-KEY {K}"),
+    ("flag-hf-token-prefix", f"vllm serve /m --hf_t {K}"),
+    ("flag-dotted-json-key", f"vllm serve /m --hf-overrides.token {K}"),
+    ("flag-python-tuple", f'("--api-key", "{K}")'),
+    ("docker-env-flag", f"docker run -e VLLM_API_KEY={K} vllm"),
+    # names, in the formats logs and dumps use
+    ("camel-json", f'{{"apiKey": "{K}"}}'),
+    ("token-then-ampersand", f"GET /stream?token={K}&page=2"),
+    ("access-token-query", f"GET /v1/models?access_token={K}"),
+    ("export-single-quoted", f"export VLLM_API_KEY='{K}'"),
+    ("json-escaped-in-json", f'{{"body": "{{\\"api_key\\": \\"{K}\\"}}"}}'),
+    ("url-encoded-equals", f"body=api_key%3D{K}%26model%3Dtiny"),
+    ("url-encoded-json", f"q=%7B%22api_key%22%3A%22{K}%22%7D"),
+    ("aws-credentials-file", f"[default]\naws_secret_access_key = {K}\n"),
+    ("vllm-non-default-args-list", f"non-default args: {{'model_tag': '/m', 'api_key': ['{K}', '{K}2'], 'port': 8000}}"),
+    ("xml-element", f"<api_key>{K}</api_key>"),
+    ("ruby-hash-rocket", f"{{:api_key => '{K}'}}"),
+    ("glued-name", f"PGPASSWORD={K} psql -h db"),
+    ("tab-aligned", f"api_key\t=\t{K}"),
+    ("url-userinfo-token-only", f"git clone https://{K}@git.example/org/repo"),
+    ("private-key-block", f"-----BEGIN RSA PRIVATE KEY-----\nMIIEow{K}\n{K}AQAB\n"
+                          "-----END RSA PRIVATE KEY-----\n"),
+    ("private-key-json-escaped", f'"key": "-----BEGIN PRIVATE KEY-----\\nMII{K}\\n'
+                                 '-----END PRIVATE KEY-----"'),
+    ("github-fine-grained-token", f"github_pat_{K}{K}"),
+]
+
+# shapes recognised by their form alone: (case id, text, the secret it holds)
+SHAPES = [
+    ("aws-access-key-id", "AWS_ACCESS_KEY=AKIAZQ7V9LM2XC4RT8WB in env", "AKIAZQ7V9LM2XC4RT8WB"),
+    ("slack-token", "posting with xoxb-1234567890-abcdefghij", "xoxb-1234567890-abcdefghij"),
+    ("gitlab-token", "glpat-Zq7v9Lm2Xc4Rt8WbAbCd used", "glpat-Zq7v9Lm2Xc4Rt8WbAbCd"),
 ]
 
 # near-misses: must come out unchanged
@@ -73,6 +126,14 @@ KEPT = [
     "the bearer of this note; no secrets were found",
     "HCCL_CONNECT_TIMEOUT=600 HCCL_EXEC_TIMEOUT=1836",
     "api_key: [REDACTED]",
+    "Basic usage: 2 NPUs per rank",
+    "author: jane; authority=local; authentication disabled",
+    "vllm serve /m --hf-token --port 8000",
+    "vllm serve /m --dbo-decode-token-threshold 32 --max-num-batched-tokens=4096",
+    "GET https://head:8000/v1/models?limit=10 200",
+    "mailto:ops@example.com; ssh root@198.18.250.11",
+    "serving: {'api_key': {'env': 'ASCENDCTL_API_KEY'}}",
+    "2 cookies set; tokens=12 in 0.3 s",
 ]
 
 
@@ -86,6 +147,13 @@ def test_secret_is_redacted_without_knowing_it(text):
     assert K not in out, out
     assert REDACTED in out
     assert redact(out, []) == out            # idempotent: node and controller both redact
+
+
+@pytest.mark.parametrize("text,secret", [s[1:] for s in SHAPES], ids=[s[0] for s in SHAPES])
+def test_shape_is_redacted_without_knowing_it(text, secret):
+    out = redact(text, [])
+    assert secret not in out and REDACTED in out
+    assert redact(out, []) == out
 
 
 @pytest.mark.parametrize("text", KEPT)
@@ -109,3 +177,14 @@ def test_bundle_is_redacted_when_the_controller_does_not_know_the_key(tmp_path, 
     for case, _ in FORMATS:
         assert REDACTED.encode() in members[f"{root}/node0/logs/{case}.log"], case
     assert members[f"{root}/node0/logs/kept.log"].decode() == "\n".join(KEPT) + "\n"
+
+
+def test_a_known_secret_is_removed_in_every_encoding():
+    """The node knows every release's key (secrets.env), the controller the one it
+    resolves: the literal key goes, also JSON-escaped and URL-encoded, whatever surrounds
+    it."""
+    key = 'p@ss/w+rd="Zq7v"\\9'
+    forms = [key, json.dumps(key)[1:-1], quote(key, safe="")]
+    assert len(set(forms)) == 3
+    text = "".join(f"seen {form} here\n" for form in forms)
+    assert redact(text, [key]) == f"seen {REDACTED} here\n" * 3
