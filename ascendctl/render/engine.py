@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import posixpath
 
+from ascendctl_runtime.nodeutil import host_port
+
 from ascendctl.errors import InputError
 from ascendctl.inventory import Host, Inventory
 from ascendctl.plan.flags import engine_flags
@@ -89,7 +91,8 @@ def ray_argv(inv: Inventory, host: Host) -> list[str] | None:
     if host.is_head:
         return [ray, "start", "--head", f"--port={port}", f"--node-ip-address={host.ip}",
                 "--block"]
-    return [ray, "start", f"--address={inv.head.ip}:{port}", f"--node-ip-address={host.ip}",
+    # Ray parses [v6]:port (build_address / ParseAddress)
+    return [ray, "start", f"--address={host_port(inv.head.ip, port)}", f"--node-ip-address={host.ip}",
             "--block"]
 
 

@@ -12,6 +12,8 @@ import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from ascendctl_runtime.nodeutil import host_port
+
 from ascendctl.inventory import Inventory
 from ascendctl.render.files import RenderedFile
 from ascendctl.render.jinja import render_template
@@ -26,7 +28,7 @@ CONNECT_TIMEOUT_S = 5    # a powered-off head must not hold a request up for lon
 class Upstream:
     group: str
     node: str
-    address: str         # host:port as nginx connects to it
+    address: str         # host:port as nginx connects to it ([v6]:port for IPv6)
     down: bool = False
 
 
@@ -62,7 +64,7 @@ def upstreams(inv: Inventory, drained: Iterable[str] = ()) -> list[Upstream]:
     for group in inv.serving_groups:
         head = inv.host(group.head)
         address = LOCAL if gateway is not None and head.name == gateway.name else head.address
-        out.append(Upstream(group.name, head.name, f"{address}:{inv.serving.port}",
+        out.append(Upstream(group.name, head.name, host_port(address, inv.serving.port),
                             down=group.name in down))
     return out
 

@@ -10,6 +10,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ascendctl_runtime.nodeutil import http_url
+
 from ascendctl.engine.identity import EngineIdentity
 from ascendctl.errors import InputError
 from ascendctl.inventory import Host, Inventory
@@ -69,7 +71,7 @@ def _launcher_config(inv: Inventory, host: Host, release: str, release_id: str,
     if kind == "engine" and s.mode == "dp":
         config["data_parallel_ranks"] = list(data_parallel_ranks(inv)[host.name])
     if kind == "engine" and host.is_head:
-        config["ready_url"] = f"http://127.0.0.1:{s.port}/v1/models"
+        config["ready_url"] = http_url("127.0.0.1", s.port, "/v1/models")
     return config
 
 
