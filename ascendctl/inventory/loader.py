@@ -286,8 +286,9 @@ class _Builder:
                 try:
                     ip = str(ipaddress.IPv4Address(spec.ansible_host))
                 except ValueError:
-                    raise self.fail("ip is required when ansible_host is a name "
-                                    "(it becomes HCCL_IF_IP)", path) from None
+                    raise self.fail("ip is required when ansible_host is a name or an "
+                                    "IPv6 address (it becomes HCCL_IF_IP, IPv4)",
+                                    path) from None
             custom: dict[str, Any] = {}
             for layer in self.host_custom_layers.get(name, []):
                 custom.update(layer)
