@@ -91,9 +91,9 @@ def ray_argv(inv: Inventory, host: Host) -> list[str] | None:
     if host.is_head:
         return [ray, "start", "--head", f"--port={port}", f"--node-ip-address={host.ip}",
                 "--block"]
-    # Ray parses [v6]:port (build_address / ParseAddress)
-    return [ray, "start", f"--address={host_port(inv.head.ip, port)}", f"--node-ip-address={host.ip}",
-            "--block"]
+    # Ray reads [v6]:port (its ParseAddress)
+    return [ray, "start", f"--address={host_port(inv.head.ip, port)}",
+            f"--node-ip-address={host.ip}", "--block"]
 
 
 def engine_environment(inv: Inventory, host: Host, release: str, *,

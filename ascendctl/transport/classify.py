@@ -17,7 +17,10 @@ def classify_connect_error(exc: BaseException, *, host: str, address: str, port:
     import paramiko
     from paramiko.ssh_exception import NoValidConnectionsError
 
-    where = host_port(address, port)
+    try:
+        where = host_port(address, port)
+    except ValueError:   # a HostName from ~/.ssh/config may be anything: still say what failed
+        where = f"{address}:{port}"
     if isinstance(exc, ConnectError):
         return exc
     if isinstance(exc, paramiko.BadHostKeyException):

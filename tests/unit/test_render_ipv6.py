@@ -340,3 +340,7 @@ def test_a_connect_error_names_an_ipv6_address_with_its_port():
     err = classify_connect_error(TimeoutError(), host="n0", address=doc(0), port=2222,
                                  user="root", timeout=3.0, key=None, known_hosts="/k")
     assert f"no answer from [{doc(0)}]:2222 within 3s" in err.reason
+    # a HostName from ~/.ssh/config is not validated: the message is still made
+    odd = classify_connect_error(TimeoutError(), host="n0", address="[::1]", port=22,
+                                 user="root", timeout=3.0, key=None, known_hosts="/k")
+    assert "no answer from [::1]:22" in odd.reason
