@@ -20,8 +20,7 @@ from ascendctl.inventory import Host, Inventory
 from ascendctl.plan.flags import engine_flags
 from ascendctl.plan.inventory_plan import requested_layout
 from ascendctl.plan.memory import HCCL_BUFFSIZE_MB_DEFAULT
-
-LISTEN_ADDRESS = "0.0.0.0"
+from ascendctl.render.listen import listen_address
 
 
 def model_path(release: str) -> str:
@@ -54,7 +53,7 @@ def engine_argv(inv: Inventory, host: Host, release: str, *,
     head = inv.head
     common = engine_flags(s, inv.model, requested_layout(inv),
                           checkpoint_dtype=checkpoint_dtype)
-    argv = [s.engine, "serve", model_path(release), "--host", LISTEN_ADDRESS,
+    argv = [s.engine, "serve", model_path(release), "--host", listen_address(host),
             "--port", str(s.port)]
     if s.mode == "dp":
         if host.is_head:

@@ -22,6 +22,7 @@ from ascendctl.render.engine import (
 from ascendctl.render.envfile import format_env_file
 from ascendctl.render.files import REDACTED, RenderedFile, release_dir
 from ascendctl.render.jinja import render_template
+from ascendctl.render.listen import listen_address
 from ascendctl.render.ranktable import build_rank_table, rank_table_json
 
 ENGINE_UNIT = "ascendctl-engine.service"
@@ -31,7 +32,6 @@ WATCHDOG_UNIT = "ascendctl-watchdog.service"
 SECRET_ENV_KEY = "VLLM_API_KEY"
 WATCHDOG_INTERVAL_S = 5
 WATCHDOG_CONSECUTIVE = 3
-EXPORTER_LISTEN = "0.0.0.0"
 
 
 def _json(data: Any) -> bytes:
@@ -170,7 +170,7 @@ def render_node(inv: Inventory, host: Host, *, release_id: str,
 
     files.append(RenderedFile(f"units/{EXPORTER_UNIT}", render_template(
         "systemd/ascendctl-exporter.service.j2", port=inv.deploy.exporter_port,
-        exporter_argv=health.exporter_argv(inv, release, EXPORTER_LISTEN),
+        exporter_argv=health.exporter_argv(inv, release, listen_address(host)),
         **unit_context).encode()))
     files += health.health_files(inv, host, release=release, release_id=release_id,
                                  unit_context=unit_context)

@@ -188,6 +188,28 @@ def test_every_rendered_file_brackets_ipv6_before_a_port(tmp_path):
     assert argv[argv.index("--master-addr") + 1] == "198.18.250.12"
 
 
+def option(argv: list[str], name: str) -> str:
+    return argv[argv.index(name) + 1]
+
+
+def test_nodes_addressed_by_ipv6_listen_dual_stack_the_others_on_ipv4(tmp_path):
+    """The engine (vLLM's --host: `::` makes it bind an AF_INET6 socket, dual-stack) and
+    the exporter with the node agent (--listen) of each node, by the node's own address."""
+    inv = v6_inventory(tmp_path, [[doc(0), "198.18.250.2"], ["198.18.250.3", doc(3)]])
+    nodes = render_release(inv, release_id="r1", secrets={"api_key": "k"})
+    wanted = {"n0": "::", "n1": "0.0.0.0", "n2": "0.0.0.0", "n3": "::"}
+    for node, address in wanted.items():
+        files = {f.path: f.content.decode() for f in nodes[node]}
+        argv = json.loads(files["engine.json"])["argv"]
+        assert option(argv, "--host") == address, node
+        exporter = files["units/ascendctl-exporter.service"]
+        execstart = next(x for x in exporter.splitlines() if x.startswith("ExecStart="))
+        assert f" --listen {address} --port 9101 " in execstart, node
+    # a head's own probes stay on IPv4 loopback: dual-stack `::` answers there
+    head = json.loads({f.path: f.content for f in nodes["n0"]}["engine.json"])
+    assert head["ready_url"] == "http://127.0.0.1:8000/v1/models"
+
+
 def test_the_site_for_ipv6_heads_passes_nginx_t(tmp_path):
     inv = v6_inventory(tmp_path, [[doc(0), doc(1)],
                                   [doc(2), doc(3)]], gateway="n1")
@@ -208,18 +230,20 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def test_nginx_proxies_to_a_head_on_ipv6_loopback(tmp_path, v6_server):
-    """The rendered site, run by the real nginx (listening on loopback only), passes a
-    request to the head at [::1]."""
+def test_nginx_on_an_ipv6_gateway_answers_both_families_and_proxies_to_ipv6(tmp_path,
+                                                                            v6_server):
+    """The rendered site, run as it is by the real nginx: clients reach the gateway on
+    IPv4 and on IPv6 (its two `listen` sockets coexist on one port), and it passes each
+    request to the head at [::1]. Connections go to loopback only."""
     listen = free_port()
     inv = v6_inventory(tmp_path, [["::1", doc(1)]], gateway="n1", proxy_port=listen,
                        serving=f", port: {v6_server}")
     site = render_site(inv).decode()
     assert f"server [::1]:{v6_server} " in site
+    assert listen_lines(site) == [str(listen), f"[::]:{listen}"]
     prefix = tmp_path / "nginx"
     (prefix / "logs").mkdir(parents=True)
-    (prefix / "site.conf").write_text(site.replace(f"listen {listen};",
-                                                   f"listen 127.0.0.1:{listen};"))
+    (prefix / "site.conf").write_text(site)
     conf = prefix / "nginx.conf"
     conf.write_text(f"pid {prefix}/nginx.pid;\nerror_log {prefix}/logs/error.log;\n"
                     f"events {{}}\nhttp {{\n  access_log off;\n"
@@ -227,22 +251,40 @@ def test_nginx_proxies_to_a_head_on_ipv6_loopback(tmp_path, v6_server):
     nginx = subprocess.Popen([tool("nginx"), "-c", str(conf), "-p", str(prefix), "-g",
                               "daemon off; master_process off;"],
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    answers = {}
     try:
-        answer = None
-        deadline = time.monotonic() + 20
-        while answer is None and time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{listen}/v1/models",
-                                            timeout=5) as response:
-                    answer = json.load(response)
-            except OSError:
-                assert nginx.poll() is None, nginx.stderr.read().decode() if nginx.stderr else ""
-                time.sleep(0.1)
+        for client in ("127.0.0.1", "::1"):
+            deadline = time.monotonic() + 20
+            while client not in answers and time.monotonic() < deadline:
+                try:
+                    with urllib.request.urlopen(http_url(client, listen, "/v1/models"),
+                                                timeout=5) as response:
+                        answers[client] = json.load(response)
+                except OSError:
+                    assert nginx.poll() is None, \
+                        nginx.stderr.read().decode() if nginx.stderr else ""
+                    time.sleep(0.1)
     finally:
         nginx.terminate()
         nginx.wait(timeout=10)
-    assert answer == {"data": [{"id": "tiny"}]}
-    assert ("::1", "/v1/models") in Handler.seen
+    assert answers == {client: {"data": [{"id": "tiny"}]} for client in ("127.0.0.1", "::1")}
+    assert Handler.seen.count(("::1", "/v1/models")) == 2
+
+
+def listen_lines(site: str) -> list[str]:
+    return [line.split()[1].rstrip(";") for line in site.splitlines()
+            if line.strip().startswith("listen ")]
+
+
+def test_a_gateway_listens_on_ipv6_only_when_its_own_address_is_ipv6(tmp_path):
+    """The gateway's nginx adds `listen [::]:P` (which fails where the kernel has no IPv6)
+    only for a gateway addressed by IPv6; the heads' addresses do not matter."""
+    mixed = [[doc(0), "198.18.250.2"], ["198.18.250.3", doc(3)]]
+    on_ipv4 = render_site(v6_inventory(tmp_path, mixed, gateway="n1")).decode()
+    assert listen_lines(on_ipv4) == ["8080"]
+    on_ipv6 = render_site(v6_inventory(tmp_path, mixed, gateway="n3")).decode()
+    assert listen_lines(on_ipv6) == ["8080", "[::]:8080"]
+    nginx_t(tmp_path / "nginx", on_ipv6)
 
 
 def test_the_prometheus_config_for_ipv6_hosts_passes_promtool(tmp_path):
@@ -344,3 +386,4 @@ def test_a_connect_error_names_an_ipv6_address_with_its_port():
     odd = classify_connect_error(TimeoutError(), host="n0", address="[::1]", port=22,
                                  user="root", timeout=3.0, key=None, known_hosts="/k")
     assert "no answer from [::1]:22" in odd.reason
+
