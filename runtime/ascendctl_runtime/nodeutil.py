@@ -33,6 +33,15 @@ def host_port(host: str, port: int) -> str:
     return f"[{host}]:{number}" if ":" in host else f"{host}:{number}"
 
 
+def host_port_text(host: str, port: int) -> str:
+    """host_port for a message naming an address nobody validated (an ssh_config HostName,
+    a playbook's value): what host_port makes of it, else HOST:PORT as given."""
+    try:
+        return host_port(host, port)
+    except (TypeError, ValueError):
+        return f"{host}:{port}"
+
+
 def http_url(host: str, port: int, path: str = "") -> str:
     """`http://host:port/path` with host_port's brackets (http://[2001:db8::1]:8000/v1)."""
     if path and not path.startswith("/"):

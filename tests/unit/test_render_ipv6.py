@@ -387,3 +387,30 @@ def test_a_connect_error_names_an_ipv6_address_with_its_port():
                                  user="root", timeout=3.0, key=None, known_hosts="/k")
     assert "no answer from [::1]:22" in odd.reason
 
+
+# -- messages that name an address with a port ------------------------------------------
+
+def test_two_hosts_at_one_ipv6_address_and_port_are_named_in_brackets(tmp_path):
+    from ascendctl.errors import InputError
+
+    with pytest.raises(InputError) as raised:
+        v6_inventory(tmp_path, [[doc(0), doc(0)]])
+    assert raised.value.field == "all.children.nodes.children.g0.hosts.n1.ansible_host"
+    assert f"[{doc(0)}]:22 is also host n0" in str(raised.value)
+
+
+def test_wait_for_reaches_an_ipv6_port_and_names_it_in_brackets(v6_server):
+    """The real wait_for script, run by this Python: an open port on [::1], then a closed
+    one (its message), then a host the playbook wrote with brackets (named as given)."""
+    import sys
+
+    from tests.unit.test_playbook_modules import run_module
+
+    common = {"python": sys.executable, "timeout": 0.5, "sleep": 0.1}
+    opened, _ = run_module("wait_for", {"host": "::1", "port": v6_server, **common})
+    assert not opened.failed and f"port {v6_server} open" in opened.msg
+    closed_port = free_port()
+    closed, _ = run_module("wait_for", {"host": "::1", "port": closed_port, **common})
+    assert closed.failed and f"waiting for [::1]:{closed_port} to be started" in closed.msg
+    odd, _ = run_module("wait_for", {"host": "[::1]", "port": closed_port, **common})
+    assert odd.failed and f"waiting for [::1]:{closed_port} to be started" in odd.msg
