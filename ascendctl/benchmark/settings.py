@@ -6,6 +6,8 @@ import posixpath
 from dataclasses import asdict, dataclass
 from typing import Any, Optional
 
+from ascendctl_runtime.nodeutil import http_url
+
 from ascendctl.errors import InputError
 from ascendctl.inventory import Inventory
 
@@ -79,7 +81,7 @@ def bench_argv(inv: Inventory, settings: BenchSettings, *, executable: str,
     argv = [
         executable, "bench", "serve",
         "--backend", "openai",
-        "--base-url", f"http://127.0.0.1:{inv.serving.port}",
+        "--base-url", http_url("127.0.0.1", inv.serving.port),
         "--endpoint", "/v1/completions",
         "--model", served_model(inv, release_dir),
         "--tokenizer", posixpath.join(release_dir, "model"),

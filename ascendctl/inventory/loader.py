@@ -13,6 +13,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ascendctl_runtime.nodeutil import host_port
+
 from ascendctl.engine.inventory_check import check_engine_inventory
 from ascendctl.errors import InputError
 from ascendctl.inventory.engine import EngineSpec
@@ -288,8 +290,9 @@ class _Builder:
                 try:
                     ip = str(ipaddress.IPv4Address(spec.ansible_host))
                 except ValueError:
-                    raise self.fail("ip is required when ansible_host is a name "
-                                    "(it becomes HCCL_IF_IP)", path) from None
+                    raise self.fail("ip is required when ansible_host is a name or an "
+                                    "IPv6 address (it becomes HCCL_IF_IP, IPv4)",
+                                    path) from None
             custom: dict[str, Any] = {}
             for layer in self.host_custom_layers.get(name, []):
                 custom.update(layer)
@@ -413,7 +416,7 @@ class _Builder:
             seen_rank[key_rank] = host
             key = (host.address, host.ssh.port)
             if key in seen_addr:
-                raise self.fail(f"{host.address}:{host.ssh.port} is also host "
+                raise self.fail(f"{host_port(host.address, host.ssh.port)} is also host "
                                 f"{seen_addr[key].name}", self.host_path(host, "ansible_host"))
             seen_addr[key] = host
             if host.ip in seen_ip:

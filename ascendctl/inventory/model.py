@@ -358,6 +358,14 @@ class HostSpec(Section):
     def _env(cls, value: Any) -> Any:
         return check.environment(value) if isinstance(value, dict) else value
 
+    @field_validator("ansible_host", mode="before")
+    @classmethod
+    def _address_is_text(cls, value: Any) -> Any:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            raise ValueError("YAML read the address as a number (unquoted, 1:2:3:4:5:6:7:8 is "
+                             'a base-60 integer in YAML 1.1): quote it, ansible_host: "..."')
+        return value
+
     @field_validator("ansible_host")
     @classmethod
     def _address(cls, value: str) -> str:

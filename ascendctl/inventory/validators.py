@@ -148,23 +148,44 @@ def user(value: str) -> str:
 
 
 def host(value: str) -> str:
-    """An SSH address: a host name, an IPv4 or IPv6 address. Never an option."""
+    """An SSH address: a host name, an IPv4 or IPv6 address. Never an option.
+
+    IPv6 is written bare (ascendctl adds the brackets where a port follows), and only in
+    the forms nginx, Prometheus and sshd's `from=` all read the same way."""
     if not isinstance(value, str):
         raise ValueError("must be a string")
     if HOSTNAME_PATTERN.fullmatch(value) and not value.startswith("-"):
         if re.fullmatch(r"[\d.]+", value):
             return unicast_ipv4(value)
         return value
+    if value.startswith("[") and ":" in value:
+        raise ValueError("write the IPv6 address without brackets (they are added where a "
+                         "port follows; the SSH port goes in ansible_port)")
+    if ":" in value and "%" in value:
+        raise ValueError("a scoped IPv6 address (with a %zone) cannot be used: nginx refuses "
+                         "it; use a global or unique-local address")
     if ":" in value and re.fullmatch(r"[0-9A-Fa-f:.]+", value):
         try:
             address = ipaddress.IPv6Address(value)
         except ValueError:
             pass
         else:
-            if address.is_unspecified or address.is_multicast:
-                raise ValueError("not a usable host address")
+            unicast_ipv6(address)
             return value
     raise ValueError("not a host name or IP address")
+
+
+def unicast_ipv6(address: ipaddress.IPv6Address) -> None:
+    if address.is_unspecified:
+        raise ValueError("the unspecified address ::, not a host's address")
+    if address.is_multicast:
+        raise ValueError("a multicast IPv6 address (ff00::/8), not a host's address")
+    if address.is_link_local:
+        raise ValueError("a link-local IPv6 address (fe80::/10) is reachable only with a "
+                         "%zone, which nginx refuses: use a global or unique-local address")
+    if address.ipv4_mapped is not None:
+        raise ValueError("an IPv4-mapped IPv6 address (::ffff:a.b.c.d): write the IPv4 "
+                         "address itself")
 
 
 def unicast_ipv4(value: str) -> str:

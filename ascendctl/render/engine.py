@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import posixpath
 
+from ascendctl_runtime.nodeutil import host_port
+
 from ascendctl.errors import InputError
 from ascendctl.inventory import Host, Inventory
 from ascendctl.plan.flags import engine_flags
 from ascendctl.plan.inventory_plan import requested_layout
 from ascendctl.plan.memory import HCCL_BUFFSIZE_MB_DEFAULT
-
-LISTEN_ADDRESS = "0.0.0.0"
+from ascendctl.render.listen import listen_address
 
 
 def model_path(release: str) -> str:
@@ -52,7 +53,7 @@ def engine_argv(inv: Inventory, host: Host, release: str, *,
     head = inv.head
     common = engine_flags(s, inv.model, requested_layout(inv),
                           checkpoint_dtype=checkpoint_dtype)
-    argv = [s.engine, "serve", model_path(release), "--host", LISTEN_ADDRESS,
+    argv = [s.engine, "serve", model_path(release), "--host", listen_address(host),
             "--port", str(s.port)]
     if s.mode == "dp":
         if host.is_head:
@@ -89,8 +90,9 @@ def ray_argv(inv: Inventory, host: Host) -> list[str] | None:
     if host.is_head:
         return [ray, "start", "--head", f"--port={port}", f"--node-ip-address={host.ip}",
                 "--block"]
-    return [ray, "start", f"--address={inv.head.ip}:{port}", f"--node-ip-address={host.ip}",
-            "--block"]
+    # Ray reads [v6]:port (its ParseAddress)
+    return [ray, "start", f"--address={host_port(inv.head.ip, port)}",
+            f"--node-ip-address={host.ip}", "--block"]
 
 
 def engine_environment(inv: Inventory, host: Host, release: str, *,

@@ -24,6 +24,8 @@ class RenderedFile:
         rel = PurePosixPath(self.path)
         if rel.is_absolute() or ".." in rel.parts or not rel.parts:
             raise ValueError(f"rendered path must be relative and inside: {self.path!r}")
+        if self.secret and self.mode & 0o077:
+            raise ValueError(f"internal: secret file {self.path} must be mode 0600")
 
 
 def check_release_id(release_id: str) -> str:

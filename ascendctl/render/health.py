@@ -13,6 +13,8 @@ import json
 from collections.abc import Mapping
 from typing import Any, Optional
 
+from ascendctl_runtime.nodeutil import http_url
+
 from ascendctl.inventory import Host, Inventory
 from ascendctl.render import timeouts
 from ascendctl.render.files import REDACTED, RenderedFile
@@ -88,7 +90,7 @@ def _json(data: Any) -> bytes:
 
 
 def agent_url(inv: Inventory, host: Host, path: str) -> str:
-    return f"http://{host.address}:{inv.deploy.exporter_port}{path}"
+    return http_url(host.address, inv.deploy.exporter_port, path)
 
 
 def exporter_argv(inv: Inventory, release: str, listen: str) -> list[str]:

@@ -9,6 +9,8 @@ near full, an unhealthy NPU, a RoCE link down (docs/health.md).
 
 from __future__ import annotations
 
+from ascendctl_runtime.nodeutil import host_port
+
 from ascendctl.inventory import Inventory
 from ascendctl.render.files import RenderedFile
 from ascendctl.render.jinja import render_template
@@ -25,9 +27,9 @@ def prometheus_files(inv: Inventory, *, scrape_interval: str = "15s",
     config = render_template(
         "prometheus/prometheus.yml.j2", cluster=inv.cluster.name, rules_file=RULES_FILE,
         scrape_interval=scrape_interval, evaluation_interval=evaluation_interval,
-        engine_targets=[{"address": f"{h.address}:{s.port}", "node": h.name,
+        engine_targets=[{"address": host_port(h.address, s.port), "node": h.name,
                          "group": h.serving_group} for h in inv.heads],
-        exporter_targets=[{"address": f"{h.address}:{inv.deploy.exporter_port}",
+        exporter_targets=[{"address": host_port(h.address, inv.deploy.exporter_port),
                            "node": h.name, "rank": str(h.rank), "group": h.serving_group}
                           for h in inv.hosts])
     ttft = inv.slo.max_p99_ttft_ms

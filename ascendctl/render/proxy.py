@@ -12,9 +12,12 @@ import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from ascendctl_runtime.nodeutil import host_port
+
 from ascendctl.inventory import Inventory
 from ascendctl.render.files import RenderedFile
 from ascendctl.render.jinja import render_template
+from ascendctl.render.listen import serves_ipv6
 
 SITE_DIR = "/etc/nginx/conf.d"
 LOCAL = "127.0.0.1"
@@ -26,7 +29,7 @@ CONNECT_TIMEOUT_S = 5    # a powered-off head must not hold a request up for lon
 class Upstream:
     group: str
     node: str
-    address: str         # host:port as nginx connects to it
+    address: str         # host:port as nginx connects to it ([v6]:port for IPv6)
     down: bool = False
 
 
@@ -62,7 +65,7 @@ def upstreams(inv: Inventory, drained: Iterable[str] = ()) -> list[Upstream]:
     for group in inv.serving_groups:
         head = inv.host(group.head)
         address = LOCAL if gateway is not None and head.name == gateway.name else head.address
-        out.append(Upstream(group.name, head.name, f"{address}:{inv.serving.port}",
+        out.append(Upstream(group.name, head.name, host_port(address, inv.serving.port),
                             down=group.name in down))
     return out
 
@@ -74,10 +77,11 @@ def render_site(inv: Inventory, drained: Iterable[str] = ()) -> bytes:
     if all(s.down for s in servers):
         raise ValueError("internal: every serving group would be out of the balancer")
     s = inv.serving
+    gateway = inv.gateway
     return render_template(
         "nginx/ascendctl.conf.j2", cluster=inv.cluster.name, ident=ident(inv),
-        var=variable_ident(inv),
-        servers=servers, listen_port=s.proxy.port, fail_timeout=FAIL_TIMEOUT_S,
+        var=variable_ident(inv), servers=servers, listen_port=s.proxy.port,
+        listen_ipv6=gateway is not None and serves_ipv6(gateway), fail_timeout=FAIL_TIMEOUT_S,
         connect_timeout=CONNECT_TIMEOUT_S,
         stream_timeout=max(3600, s.startup_timeout)).encode()
 

@@ -10,6 +10,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ascendctl_runtime.nodeutil import http_url
+
 from ascendctl.engine.identity import EngineIdentity
 from ascendctl.errors import InputError
 from ascendctl.inventory import Host, Inventory
@@ -20,6 +22,7 @@ from ascendctl.render.engine import (
 from ascendctl.render.envfile import format_env_file
 from ascendctl.render.files import REDACTED, RenderedFile, release_dir
 from ascendctl.render.jinja import render_template
+from ascendctl.render.listen import listen_address
 from ascendctl.render.ranktable import build_rank_table, rank_table_json
 
 ENGINE_UNIT = "ascendctl-engine.service"
@@ -29,7 +32,6 @@ WATCHDOG_UNIT = "ascendctl-watchdog.service"
 SECRET_ENV_KEY = "VLLM_API_KEY"
 WATCHDOG_INTERVAL_S = 5
 WATCHDOG_CONSECUTIVE = 3
-EXPORTER_LISTEN = "0.0.0.0"
 
 
 def _json(data: Any) -> bytes:
@@ -69,7 +71,7 @@ def _launcher_config(inv: Inventory, host: Host, release: str, release_id: str,
     if kind == "engine" and s.mode == "dp":
         config["data_parallel_ranks"] = list(data_parallel_ranks(inv)[host.name])
     if kind == "engine" and host.is_head:
-        config["ready_url"] = f"http://127.0.0.1:{s.port}/v1/models"
+        config["ready_url"] = http_url("127.0.0.1", s.port, "/v1/models")
     return config
 
 
@@ -168,7 +170,7 @@ def render_node(inv: Inventory, host: Host, *, release_id: str,
 
     files.append(RenderedFile(f"units/{EXPORTER_UNIT}", render_template(
         "systemd/ascendctl-exporter.service.j2", port=inv.deploy.exporter_port,
-        exporter_argv=health.exporter_argv(inv, release, EXPORTER_LISTEN),
+        exporter_argv=health.exporter_argv(inv, release, listen_address(host)),
         **unit_context).encode()))
     files += health.health_files(inv, host, release=release, release_id=release_id,
                                  unit_context=unit_context)

@@ -6,6 +6,8 @@ import errno
 import socket
 from typing import Any
 
+from ascendctl_runtime.nodeutil import host_port_text
+
 from ascendctl.transport.errors import ConnectError, ConnectKind
 
 
@@ -15,7 +17,7 @@ def classify_connect_error(exc: BaseException, *, host: str, address: str, port:
     import paramiko
     from paramiko.ssh_exception import NoValidConnectionsError
 
-    where = f"{address}:{port}"
+    where = host_port_text(address, port)   # a HostName from ~/.ssh/config may be anything
     if isinstance(exc, ConnectError):
         return exc
     if isinstance(exc, paramiko.BadHostKeyException):

@@ -21,11 +21,13 @@ import json
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, Optional
 
 from ascendctl.facts.npu_smi import NpuSmiInfo
 from ascendctl_runtime import engine_state, healthstore, npu
+from ascendctl_runtime.listener import ANY_IPV4, bound_address, http_server
+from ascendctl_runtime.nodeutil import host_port
 
 HEALTHY = "OK"
 
@@ -271,7 +273,8 @@ def make_handler(collector: Collector):
 
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="ascendctl_runtime.exporter")
-    parser.add_argument("--listen", default="0.0.0.0")
+    parser.add_argument("--listen", default=ANY_IPV4, help="the address to bind (:: is "
+                        "IPv6 and IPv4, or IPv4 only where the node has no IPv6)")
     parser.add_argument("--port", type=int, default=9101)
     parser.add_argument("--cache-seconds", type=float, default=5.0)
     parser.add_argument("--agent", default=None, help="the release's agent.json: also run "
@@ -296,11 +299,12 @@ def main(argv: Optional[list[str]] = None) -> int:
             return 2
         threading.Thread(target=agent.run_forever, args=(stop,), name="agent",
                          daemon=True).start()
-    server = ThreadingHTTPServer((args.listen, args.port),
-                                 make_handler(Collector(args.cache_seconds, reader, agent)))
-    server.daemon_threads = True
+    server, note = http_server(args.listen, args.port,
+                               make_handler(Collector(args.cache_seconds, reader, agent)))
+    if note:
+        print(f"ascendctl-exporter: {note}", file=sys.stderr, flush=True)
     print(f"ascendctl-exporter: serving /metrics{' and /health' if agent else ''} on "
-          f"{args.listen}:{args.port}", file=sys.stderr, flush=True)
+          f"{host_port(*bound_address(server))}", file=sys.stderr, flush=True)
     import signal
 
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())

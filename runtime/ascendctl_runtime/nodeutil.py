@@ -1,8 +1,10 @@
 """What the node-side modules share: atomic writes, reading back the EnvironmentFiles
-ascendctl writes, tailing a log, and answering one shipped call (standard library only).
+ascendctl writes, tailing a log, answering one shipped call, and joining an address with
+a port (standard library only).
 
 The controller ships these modules with each call (ascendctl/transport/nodecall.py), so
-they work on a node where nothing is installed yet."""
+they work on a node where nothing is installed yet. The controller imports host_port and
+http_url from here too: one definition for nginx, Prometheus, the agents and the probe."""
 
 from __future__ import annotations
 
@@ -12,6 +14,39 @@ import tempfile
 from typing import Any, Callable
 
 ENV_ESCAPED = '"\\`$'     # what systemd unescapes after a backslash inside double quotes
+
+
+def host_port(host: str, port: int) -> str:
+    """HOST and PORT as one `host:port`: an IPv6 address in brackets ([2001:db8::1]:8000),
+    an IPv4 address or a host name as it is (198.18.0.1:8000, node0:8000). A zone id
+    stays as written ([fe80::1%eth0]:8000, as Python's and Go's parsers read it).
+
+    HOST is a bare address (the inventory refuses brackets); a bracketed one is refused
+    here rather than bracketed twice. Not for ssh's `user@host` (it takes the bare
+    address and the port separately) nor for vLLM's --data-parallel-address and
+    --master-addr (bare addresses: vLLM adds the brackets itself)."""
+    if not host or host.startswith("[") or host.endswith("]"):
+        raise ValueError("host_port needs a bare host name or address")
+    number = int(port)
+    if not 0 < number < 65536:
+        raise ValueError("port must be 1..65535")
+    return f"[{host}]:{number}" if ":" in host else f"{host}:{number}"
+
+
+def host_port_text(host: str, port: int) -> str:
+    """host_port for a message naming an address nobody validated (an ssh_config HostName,
+    a playbook's value): what host_port makes of it, else HOST:PORT as given."""
+    try:
+        return host_port(host, port)
+    except (TypeError, ValueError):
+        return f"{host}:{port}"
+
+
+def http_url(host: str, port: int, path: str = "") -> str:
+    """`http://host:port/path` with host_port's brackets (http://[2001:db8::1]:8000/v1)."""
+    if path and not path.startswith("/"):
+        raise ValueError("a URL path starts with /")
+    return "http://" + host_port(host, port) + path
 
 
 def write_atomic(path: str, data: bytes, mode: int = 0o644) -> None:

@@ -20,6 +20,8 @@ import urllib.error
 import urllib.request
 from typing import Any, Optional
 
+from ascendctl_runtime.nodeutil import http_url
+
 METRICS_OF_INTEREST = (
     "vllm:num_requests_running",
     "vllm:num_requests_waiting",
@@ -54,7 +56,7 @@ def _unquote(value: str) -> str:
 
 class Engine:
     def __init__(self, host: str, port: int, api_key: Optional[str], timeout: float):
-        self.base = f"http://{host}:{port}"
+        self.base = http_url(host, port)
         self.api_key = api_key
         self.timeout = timeout
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any, Literal, Optional
 
+from ascendctl_runtime.nodeutil import host_port_text
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ascendctl.playbook.modules.base import (
@@ -92,7 +93,7 @@ class WaitFor(Module):
             result.msg = f"wait_for could not run {python} on the node: {result.msg}"
             return result
         data = {**command_data(res), "elapsed": outcome["elapsed"], "detail": outcome["detail"]}
-        target = args.url or f"{args.host}:{args.port}"
+        target = args.url or host_port_text(args.host, args.port)
         if outcome["ok"]:
             return ModuleResult(msg=f"{outcome['detail']} after {outcome['elapsed']}s",
                                 data=data)
