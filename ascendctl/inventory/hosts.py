@@ -160,6 +160,15 @@ class Inventory:
                          file=str(self.path))
 
     @property
+    def unsafe_engine_options(self) -> tuple[str, ...]:
+        """The unsafe container options and mounts the engine uses, each acknowledged in
+        engine.allow_unsafe (the loader refuses the others): `privileged`, `mount:/etc`..."""
+        from ascendctl.inventory.container_safety import unsafe_uses
+
+        return tuple(dict.fromkeys(use.name for use in unsafe_uses(self.engine,
+                                                                   self.deploy.root)))
+
+    @property
     def host_names(self) -> list[str]:
         return [h.name for h in self.hosts]
 
