@@ -52,9 +52,12 @@ def test_the_check_is_catalogued_as_a_warning():
 
 
 def test_preflight_warns_on_every_node_naming_the_options(unsafe_inv):
-    expectation = engine_expectation(unsafe_inv)
-    assert expectation.unsafe == UNSAFE
-    results = check(expectation)
+    from ascendctl.preflight.expectations import build_expectations
+
+    expectations = build_expectations(unsafe_inv, model_bytes=1)     # what preflight builds
+    assert expectations.engine.unsafe == UNSAFE
+    facts = no.facts_of({h.name: no.healthy_a2(h.rank) for h in unsafe_inv.hosts})
+    results = run_checks(facts, expectations, only=["engine.unsafe"])
     assert [r.node for r in results] == ["node0", "node1"]
     for result in results:
         assert result.status == Status.WARN          # a warning, not a failure
