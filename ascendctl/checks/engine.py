@@ -243,10 +243,10 @@ def npu_holders(node: str, facts: NodeFacts, exp: Expectations) -> Outcome:
     "engine.unsafe", category="engine", severity=Severity.WARN,
     title="the engine container runs without unsafe options or mounts",
     catches="a container engine that engine.allow_unsafe lets weaken its isolation from the "
-            "node: --privileged, added capabilities outside docker's default set, seccomp, "
-            "AppArmor or SELinux confinement removed, mounts of /proc, /sys, /dev, a "
-            "top-level system directory, /etc writable, a container runtime's socket or "
-            "the deploy root writable",
+            "node: --privileged, added capabilities outside docker's default set (or "
+            "NET_RAW), seccomp, AppArmor or SELinux confinement removed, mounts of /proc, "
+            "/sys, /dev, a top-level system directory, /etc writable, a container runtime's "
+            "socket or the deploy root writable",
     remediation="drop the option or mount and its engine.allow_unsafe entry unless the "
                 "engine really needs it",
 )

@@ -40,12 +40,13 @@ CAPABILITIES = frozenset({
     "SYS_MODULE", "SYS_NICE", "SYS_PACCT", "SYS_PTRACE", "SYS_RAWIO", "SYS_RESOURCE",
     "SYS_TIME", "SYS_TTY_CONFIG", "WAKE_ALARM",
 })
-# docker's default set (podman's is a subset), plus what an engine legitimately asks for:
+# docker's default set (podman's is a subset) without NET_RAW (the engine shares the
+# node's network: raw sockets on its NICs), plus what an engine legitimately asks for:
 # IPC_LOCK (pinned memory for RDMA), SYS_NICE (CPU and NUMA binding), SYS_PTRACE (py-spy,
 # gdb on the engine's own processes: the container has its own PID namespace)
 SAFE_CAPABILITIES = frozenset({
     "AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
-    "NET_BIND_SERVICE", "NET_RAW", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT",
+    "NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT",
     "IPC_LOCK", "SYS_NICE", "SYS_PTRACE",
 })
 # the node's kernel interfaces: any mount of them or inside them
@@ -163,7 +164,8 @@ def _option_uses(options: list[str]) -> Iterator[UnsafeUse]:
                 if cap not in SAFE_CAPABILITIES:
                     yield UnsafeUse(f"cap-add:{cap}", where,
                                     "every capability of the node" if cap == "ALL" else
-                                    f"the capability {cap} (outside docker's default set)")
+                                    f"the capability {cap} (outside the default set; the "
+                                    "engine shares the node's network)")
         elif flag == "--security-opt" and not confining(*security_opt(arg)):
             yield UnsafeUse(normalised(f"security-opt:{arg}"), where,
                             "it removes a confinement the runtime applies by default")

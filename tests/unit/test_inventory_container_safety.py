@@ -128,8 +128,8 @@ def test_capability_names(text, expected):
 
 def test_the_safe_capabilities_are_real_ones():
     assert all(capability(cap) == cap for cap in SAFE_CAPABILITIES)
-    assert not {"SYS_ADMIN", "NET_ADMIN", "SYS_MODULE", "SYS_RAWIO", "DAC_READ_SEARCH",
-                "BPF"} & SAFE_CAPABILITIES
+    assert not {"SYS_ADMIN", "NET_ADMIN", "NET_RAW", "SYS_MODULE", "SYS_RAWIO",
+                "DAC_READ_SEARCH", "BPF"} & SAFE_CAPABILITIES
 
 
 @pytest.mark.parametrize("value,safe", [
@@ -184,6 +184,7 @@ UNSAFE = [
     ({"options": ["--privileged"]}, "privileged", "options[0]"),
     ({"options": ["--init", "--cap-add=ALL"]}, "cap-add:ALL", "options[1]"),
     ({"options": ["--cap-add=CHOWN,sys_admin"]}, "cap-add:SYS_ADMIN", "options[0]"),
+    ({"options": ["--cap-add=NET_RAW"]}, "cap-add:NET_RAW", "options[0]"),   # host network
     ({"options": ["--security-opt=seccomp=unconfined"]}, "security-opt:seccomp=unconfined",
      "options[0]"),
     ({"options": ["--security-opt=label:disable"]}, "security-opt:label=disable", "options[0]"),
