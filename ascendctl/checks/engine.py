@@ -1,7 +1,8 @@
 """The serving engine (docs/engine.md): checks over the facts of ascendctl/facts/engine.py
 and the inventory's `EngineExpectation` — the container runtime, the release's image and
 the CANN inside it against the host's driver, the host's driver against the release set
-(host and venv engines), and nothing else holding the node's NPUs."""
+(host and venv engines), nothing else holding the node's NPUs, and the unsafe container
+options the inventory acknowledges."""
 
 from __future__ import annotations
 
@@ -236,3 +237,26 @@ def npu_holders(node: str, facts: NodeFacts, exp: Expectations) -> Outcome:
         return Outcome.ok(f"only ascendctl's own engine holds the NPUs ({len(allowed)} "
                           f"process(es)/container(s))")
     return Outcome.ok("no process or container holds the NPU devices")
+
+
+@node_check(
+    "engine.unsafe", category="engine", severity=Severity.WARN,
+    title="the engine container runs without unsafe options or mounts",
+    catches="a container engine that engine.allow_unsafe lets weaken its isolation from the "
+            "node: --privileged, added capabilities outside docker's default set (or "
+            "NET_RAW), seccomp, AppArmor or SELinux confinement removed, mounts of /proc, "
+            "/sys, /dev, a top-level system directory, /etc writable, a container runtime's "
+            "socket or the deploy root writable",
+    remediation="drop the option or mount and its engine.allow_unsafe entry unless the "
+                "engine really needs it",
+)
+def unsafe(node: str, facts: NodeFacts, exp: Expectations) -> Outcome:
+    if (skip := _only_container(exp)) is not None:
+        return skip
+    if not exp.engine.unsafe:
+        return Outcome.ok("no unsafe options or mounts")
+    names = ", ".join(exp.engine.unsafe)
+    return Outcome(Status.FAIL, f"the engine runs with unsafe options acknowledged in "
+                   f"engine.allow_unsafe: {names}",
+                   f"remove {names} from engine.options/engine.mounts and "
+                   "engine.allow_unsafe unless the engine really needs them")

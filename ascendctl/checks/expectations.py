@@ -56,6 +56,7 @@ class EngineExpectation:
     own_unit: str = "ascendctl-engine.service"
     own_container: str = "ascendctl-engine"
     allow_own: bool = True               # our own engine may hold the NPUs (re-deploy)
+    unsafe: tuple[str, ...] = ()         # acknowledged unsafe options (engine.allow_unsafe)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """What the inventory loader checks about the engine once every section is valid: the
-`engine:` fields fit its kind, `versions:` is one release set, and an official
-vllm-ascend image fits the chip and the pinned release."""
+`engine:` fields fit its kind, a container's mounts and options neither collide with the
+run's own mounts nor weaken its isolation unacknowledged, `versions:` is one release set,
+and an official vllm-ascend image fits the chip and the pinned release."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 from ascendctl.engine.releases import (
     check_versions, chip_variants, load_matrix, parse_official_tag,
 )
+from ascendctl.inventory.container_safety import engine_problems
 
 Path = tuple[Any, ...]
 BASE: Path = ("all", "vars")
@@ -30,6 +32,9 @@ def check_engine_inventory(sections: Mapping[str, Any], fail: Callable[[str, Pat
     if engine.kind == "container" and any(ch in sections["deploy"].root for ch in ",:"):
         raise fail("with engine.kind container the deploy root is mounted into the "
                    "container: it must not contain ',' or ':'", BASE + ("deploy", "root"))
+    for field, message in engine_problems(engine, deploy_root=sections["deploy"].root,
+                                          model_path=sections["model"].path):
+        raise fail(message, BASE + ("engine", *field))
     if engine.kind == "container" and sections["serving"].mode == "ray":
         raise fail("engine.kind container runs vllm serve in the container; serving.mode ray "
                    "(ray start on every node) is not supported in a container yet: use "

@@ -73,7 +73,8 @@ def engine_expectation(inv: Inventory, *, allow_own: bool = True) -> EngineExpec
         return EngineExpectation(packages=packages, wheelhouse_error=error, **common)
     if spec.kind != "container":
         return EngineExpectation(**common)
-    common.update(runtime=spec.runtime, image=spec.image, archive=spec.archive)
+    common.update(runtime=spec.runtime, image=spec.image, archive=spec.archive,
+                  unsafe=inv.unsafe_engine_options)
     if not spec.archive:
         return EngineExpectation(**common)
     try:

@@ -221,17 +221,43 @@ class MatchResult:
     row: ReleaseSet | None            # the matching set
     nearest: ReleaseSet | None        # when nothing matches
     differs: tuple[Difference, ...] = ()
+    # a pinned vllm_ascend that is no known release: where it falls among them
+    unknown_release: str | None = None
+
+
+def _by_version_order(pinned: str, matrix: ReleaseMatrix) -> tuple[ReleaseSet, str] | None:
+    """For a vllm_ascend pin that is no known release: the newest release below it (the
+    oldest when it is below them all) and a note saying where it falls; None for a known
+    release."""
+    wanted = try_parse_version(pinned)
+    if wanted is None or any(_pin_matches(pinned, r.vllm_ascend) for r in matrix.releases):
+        return None
+    ordered = sorted(matrix.releases, key=lambda r: parse_version(r.vllm_ascend))
+    below = [r for r in ordered if parse_version(r.vllm_ascend) < wanted]
+    if not below:
+        return ordered[0], f"vllm_ascend {pinned} is older than any known release"
+    if below[-1] is ordered[-1]:
+        return below[-1], (f"vllm_ascend {pinned} is newer than any known release (a newer "
+                           "ascendctl may know its set)")
+    return below[-1], f"vllm_ascend {pinned} is no known release"
 
 
 def match_versions(pins: Mapping[str, str | None],
                    matrix: ReleaseMatrix | None = None) -> MatchResult:
     """The release set the pinned versions belong to, or the nearest one and how it
-    differs. Nearest: fewest differing components, then the pinned vllm-ascend, then
-    the newest release."""
+    differs. Nearest: for a pinned vllm-ascend that is no known release, the newest
+    release below it; otherwise fewest differing components, then the pinned
+    vllm-ascend, then the newest release."""
     matrix = matrix or load_matrix()
     given = {k: str(v) for k, v in pins.items() if v}
     if not any(k in given for k in ASCEND_ONLY):
         return MatchResult(False, None, None)
+    if "vllm_ascend" in given:
+        placed = _by_version_order(given["vllm_ascend"], matrix)
+        if placed is not None:
+            row, note = placed
+            return MatchResult(True, None, row, tuple(differences(row, given)),
+                               unknown_release=note)
     scored = []
     for row in matrix.releases:
         diff = differences(row, given)
@@ -262,7 +288,8 @@ def check_versions(pins: Mapping[str, str | None], fail: Callable[[str, str], Ex
     assert result.nearest is not None
     pinned = ", ".join(f"{k} {v}" for k, v in pins.items() if v and k in COMPONENTS)
     first = result.differs[0]
-    message = (f"{pinned} is in no vllm-ascend release set; nearest is "
+    known = f"{result.unknown_release}; " if result.unknown_release else ""
+    message = (f"{pinned} is in no vllm-ascend release set; {known}nearest is "
                f"{describe_row(result.nearest)} — differs: "
                + "; ".join(d.describe() for d in result.differs)
                + " (`ascendctl engine release-set --list` shows every set)")

@@ -18,7 +18,10 @@ import posixpath
 import re
 from typing import Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
+
+from ascendctl.inventory.excerpt import excerpt
+from ascendctl.inventory.model import Section
 
 from ascendctl.inventory.secretscan import secret_kind
 
@@ -30,6 +33,10 @@ IMAGE_RE = re.compile(
     rf"{_COMPONENT}(?:/{_COMPONENT})*"
     r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[0-9a-f]{64})?"
     r"|sha256:[0-9a-f]{64}")
+# docker's reference grammar (distribution/reference): the repository name, registry
+# included, is at most 255 characters; a tag at most 128 (IMAGE_RE), a digest 71
+IMAGE_NAME_MAX = 255
+IMAGE_REFERENCE_MAX = IMAGE_NAME_MAX + 1 + 128 + 1 + 71
 SIZE_RE = re.compile(r"[1-9][0-9]{0,12}[kKmMgG]?")
 PACKAGE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}(?:==[A-Za-z0-9][A-Za-z0-9.+!_-]{0,63})?")
 # Extra `run` options, each one token `--name=value` (or a bare flag): only options that
@@ -41,7 +48,8 @@ RUN_OPTIONS = {
     "--workdir": True, "--tmpfs": True, "--init": False, "--privileged": False,
     "--read-only": False, "--memory": True, "--oom-score-adj": True,
 }
-CONTAINER_FIELDS = ("runtime", "runtime_path", "image", "archive", "mounts", "options", "ipc", "shm_size")
+CONTAINER_FIELDS = ("runtime", "runtime_path", "image", "archive", "mounts", "options", "ipc",
+                    "shm_size", "allow_unsafe")
 VENV_FIELDS = ("wheelhouse", "packages", "python")
 
 
@@ -60,17 +68,15 @@ def _absolute(value: str, *, home: bool = False) -> str:
     if home and (value == "~" or value.startswith("~/")):
         body = value[1:] or "/"
     if not body.startswith("/"):
-        raise ValueError(f"{value!r} must be an absolute path" + (" (or ~/...)" if home else ""))
+        raise ValueError(f"{excerpt(value)} must be an absolute path"
+                         + (" (or ~/...)" if home else ""))
     normal = posixpath.normpath(body)
     if normal.startswith("//"):
         normal = "/" + normal.lstrip("/")
     if normal != body:
-        raise ValueError(f"{value!r} is not normalised (use {value[:len(value) - len(body)] + normal!r})")
+        raise ValueError(f"{excerpt(value)} is not normalised (use "
+                         f"{excerpt(value[:len(value) - len(body)] + normal)})")
     return value
-
-
-class Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
 
 class MountSpec(Section):
@@ -108,6 +114,9 @@ class EngineSpec(Section):
     # second; one in torch.compile warm-up does not answer it at all (seen in the lab), and
     # every stop of a rollback waits this long per node: the runtimes' own default.
     stop_timeout: int = Field(default=10, ge=1, le=3600)
+    # the unsafe options and mounts the engine needs, each by name (docs/engine.md,
+    # ascendctl/inventory/container_safety.py); preflight and status warn about them
+    allow_unsafe: list[str] = []
     wheelhouse: Optional[str] = None         # directory of wheels on the jump host
     packages: list[str] = []                 # what to install from it (default: every wheel)
     python: Optional[str] = None             # the nodes' Python for the venv (default deploy.python)
@@ -129,9 +138,23 @@ class EngineSpec(Section):
         if value is None:
             return None
         _no_control(value)
-        if not IMAGE_RE.fullmatch(value):
+        if len(value) > IMAGE_REFERENCE_MAX or not IMAGE_RE.fullmatch(value):
             raise ValueError("not an image reference ([registry/]name[:tag][@sha256:...] "
                              "or sha256:<id>)")
+        if len(image_name(value)) > IMAGE_NAME_MAX:
+            raise ValueError(f"the image's repository name is {len(image_name(value))} "
+                             f"characters; docker and podman allow at most {IMAGE_NAME_MAX}")
+        return value
+
+    @field_validator("allow_unsafe")
+    @classmethod
+    def _acknowledged(cls, value: list[str]) -> list[str]:
+        from ascendctl.inventory.container_safety import acknowledgement_problem
+
+        for item in value:
+            problem = acknowledgement_problem(item)
+            if problem:
+                raise ValueError(problem)
         return value
 
     @field_validator("archive", "wheelhouse")
@@ -157,7 +180,8 @@ class EngineSpec(Section):
         for item in value:
             _no_control(item)
             if not PACKAGE_RE.fullmatch(item):
-                raise ValueError(f"{item!r}: use a distribution name, optionally ==version")
+                raise ValueError(f"{excerpt(item)}: use a distribution name, optionally "
+                                 "==version")
         return value
 
     @field_validator("options")
@@ -167,13 +191,13 @@ class EngineSpec(Section):
             _no_control(item)
             name, eq, arg = item.partition("=")
             if name not in RUN_OPTIONS:
-                raise ValueError(f"{item!r}: not an allowed run option (allowed: "
+                raise ValueError(f"{excerpt(item)}: not an allowed run option (allowed: "
                                  f"{', '.join(sorted(RUN_OPTIONS))}; ascendctl sets the "
                                  "name, network, IPC, devices, mounts and environment)")
             if RUN_OPTIONS[name] and (not eq or not arg):
-                raise ValueError(f"{item!r}: write {name}=VALUE as one item")
+                raise ValueError(f"{excerpt(item)}: write {excerpt(name)}=VALUE as one item")
             if not RUN_OPTIONS[name] and eq:
-                raise ValueError(f"{item!r}: {name} takes no value")
+                raise ValueError(f"{excerpt(item)}: {name} takes no value")
             kind = secret_kind(arg)
             if kind:
                 raise ValueError(f"{name}: holds {kind}, a secret; secrets never go into "
@@ -203,10 +227,13 @@ class EngineSpec(Section):
             if self.shm_size is not None and self.ipc == "host":
                 problems.append(("shm_size", "applies only with ipc: private (with host IPC "
                                              "the container uses the node's /dev/shm)"))
-            targets = [m.target for m in self.mounts]
-            duplicate = next((t for t in targets if targets.count(t) > 1), None)
-            if duplicate:
-                problems.append(("mounts", f"target {duplicate} is mounted twice"))
+            seen: set[str] = set()
+            for mount in self.mounts:
+                if mount.target in seen:
+                    problems.append(("mounts", f"target {excerpt(mount.target)} is mounted "
+                                               "twice"))
+                    break
+                seen.add(mount.target)
         if self.kind == "venv":
             if self.wheelhouse is None:
                 problems.append(("wheelhouse", "kind: venv needs wheelhouse: (a directory "
@@ -223,3 +250,13 @@ class EngineSpec(Section):
     @property
     def effective_shm_size(self) -> Optional[str]:
         return (self.shm_size or "1g") if self.ipc == "private" else None
+
+
+def image_name(reference: str) -> str:
+    """The repository name of an image reference: without the tag and the digest."""
+    if reference.startswith("sha256:"):
+        return ""
+    name = reference.partition("@")[0]
+    slash = name.rfind("/")
+    colon = name.rfind(":")
+    return name[:colon] if colon > slash else name

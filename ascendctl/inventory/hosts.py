@@ -18,6 +18,7 @@ from typing import Any
 
 from ascendctl.errors import InputError
 from ascendctl.inventory.engine import EngineSpec
+from ascendctl.inventory.excerpt import excerpt
 from ascendctl.inventory.model import (
     ClusterSpec, DeploySpec, ModelSpec, ServingSpec, SloSpec, SshSpec, VersionsSpec,
 )
@@ -122,7 +123,7 @@ class Inventory:
         for group in self.serving_groups:
             if group.name == name:
                 return group
-        raise InputError(f"no serving group named {name!r} (groups: "
+        raise InputError(f"no serving group named {excerpt(name)} (groups: "
                          f"{', '.join(g.name for g in self.serving_groups)})",
                          file=str(self.path))
 
@@ -156,8 +157,17 @@ class Inventory:
         for host in self.hosts:
             if host.name == name:
                 return host
-        raise InputError(f"no host named {name!r} (hosts: {', '.join(self.host_names)})",
+        raise InputError(f"no host named {excerpt(name)} (hosts: {', '.join(self.host_names)})",
                          file=str(self.path))
+
+    @property
+    def unsafe_engine_options(self) -> tuple[str, ...]:
+        """The unsafe container options and mounts the engine uses, each acknowledged in
+        engine.allow_unsafe (the loader refuses the others): `privileged`, `mount:/etc`..."""
+        from ascendctl.inventory.container_safety import unsafe_uses
+
+        return tuple(dict.fromkeys(use.name for use in unsafe_uses(self.engine,
+                                                                   self.deploy.root)))
 
     @property
     def host_names(self) -> list[str]:
@@ -199,7 +209,7 @@ class Inventory:
             if fnmatch.fnmatchcase(group, term):
                 matched |= set(members)
         if not matched:
-            raise InputError(f"pattern {pattern!r}: {term!r} matches no host or group "
+            raise InputError(f"pattern {excerpt(pattern)}: {excerpt(term)} matches no host or group "
                              f"(groups: {', '.join(sorted(self.groups))})")
         return matched
 

@@ -10,6 +10,7 @@ import dataclasses
 import difflib
 import ipaddress
 import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +19,7 @@ from ascendctl_runtime.nodeutil import host_port
 from ascendctl.engine.inventory_check import check_engine_inventory
 from ascendctl.errors import InputError
 from ascendctl.inventory.engine import EngineSpec
+from ascendctl.inventory.excerpt import bounded, excerpt
 from ascendctl.inventory.hosts import SINGLE_GROUP, Host, Inventory, ServingGroup
 from ascendctl.inventory.quality import check_quality_inventory
 from ascendctl.inventory.model import (
@@ -54,7 +56,7 @@ SSH_ENV_OVERRIDES = {"private_key": "ASCENDCTL_SSH_KEY",
 def load_inventory(path: str | os.PathLike[str], *, check_files: bool = True) -> Inventory:
     """Load and validate. `check_files=False` skips controller-side file checks (key files)."""
     path = Path(path)
-    data, source = load_yaml_with_lines(path, what="inventory")
+    data, source = load_yaml_with_lines(path, what="inventory", decimal_numbers=True)
     return _Builder(path, source).build(data, check_files=check_files)
 
 
@@ -121,9 +123,9 @@ class _Builder:
                    custom_layers: list[dict[str, Any]],
                    serving_parent: str | None = None) -> None:
         if not NAME_RE.fullmatch(name):
-            raise self.fail(f"group name {name!r}: use letters, digits, '.', '_' or '-'", path)
+            raise self.fail(f"group name {excerpt(name)}: use letters, digits, '.', '_' or '-'", path)
         if name in ("head", "followers"):
-            raise self.fail(f"group name {name!r} is reserved (ascendctl defines it from the "
+            raise self.fail(f"group name {excerpt(name)} is reserved (ascendctl defines it from the "
                             "ranks)", path)
         if name in self.group_lines and group:
             raise self.fail(f"group {name!r} is defined twice (first on line "
@@ -198,7 +200,7 @@ class _Builder:
                  ssh_layers: list[tuple[YamlPath, dict[str, Any]]],
                  custom_layers: list[dict[str, Any]]) -> None:
         if not NAME_RE.fullmatch(name):
-            raise self.fail(f"host name {name!r}: use letters, digits, '.', '_' or '-'", path)
+            raise self.fail(f"host name {excerpt(name)}: use letters, digits, '.', '_' or '-'", path)
         if host_vars is not None and not isinstance(host_vars, dict):
             raise self.fail("host variables must be a mapping", path)
         for group in lineage:
@@ -249,31 +251,47 @@ class _Builder:
         first = errors[0]
         loc = tuple(part for part in first["loc"] if not _is_pydantic_branch(part))
         kind = first["type"]
+        given = first.get("input")
         if kind == "extra_forbidden":
             message = self.unknown_key_message(loc[-1], _field_names(model, loc[:-1]))
         elif kind == "missing":
             message = "required field is missing"
         elif kind.startswith("literal_error"):
-            message = f"{first['input']!r} is not one of {first['ctx']['expected']}"
+            message = f"{excerpt(given)} is not one of {first['ctx']['expected']}"
         else:
-            message = first["msg"].removeprefix("Value error, ")
-            given = first.get("input")
-            shown = repr(given)
+            message = bounded(first["msg"].removeprefix("Value error, "))
+            shown = excerpt(given)
             if given is not None and not isinstance(given, (dict, list)) \
                     and shown not in message:
-                message += f" (got {shown if len(shown) <= 60 else shown[:57] + '...'})"
-        if isinstance(first.get("input"), bool):
+                message += f" (got {shown})"
+        if isinstance(given, bool):
             message += " (YAML reads yes/no/on/off as booleans: quote the value)"
+        elif isinstance(given, (int, float)) and kind == "string_type":
+            message += self.number_hint(path + loc)
+        elif isinstance(given, float) and kind == "int_type" and given.is_integer() \
+                and isinstance((path + loc)[-1], str):
+            message += f" (a whole number: write {(path + loc)[-1]}: {excerpt(int(given))})"
+        elif isinstance(given, str) and kind in ("int_type", "float_type"):
+            message += _text_number_hint(given, (path + loc)[-1])
         if len(errors) > 1:
             message += f" (and {len(errors) - 1} more error{'s' if len(errors) > 2 else ''})"
         return self.fail(message, path + loc)
 
+    def number_hint(self, path: YamlPath) -> str:
+        """For text that YAML read as a number: what was written, quoted."""
+        written = self.source.numbers.get(path)
+        if written is None:
+            return " (quote the value: it is text)"
+        text = excerpt(written)[1:-1]
+        quoted = f"{path[-1]}: '{text}'" if path and isinstance(path[-1], str) else f"'{text}'"
+        return f" (YAML reads an unquoted {text} as a number: write {quoted})"
+
     @staticmethod
     def unknown_key_message(key: Any, valid: Any) -> str:
         valid = list(valid)
-        close = difflib.get_close_matches(str(key), valid, n=1, cutoff=0.6)
+        close = difflib.get_close_matches(str(key)[:100], valid, n=1, cutoff=0.6)
         hint = f"; did you mean {close[0]!r}?" if close else f" (valid: {', '.join(valid)})"
-        return f"unknown key {key!r}{hint}"
+        return f"unknown key {excerpt(key)}{hint}"
 
     # -- hosts ---------------------------------------------------------------------------
 
@@ -388,7 +406,7 @@ class _Builder:
             raise self.fail("gateway is set but serving.proxy.enabled is false",
                             proxy_path + ("gateway",))
         if serving.proxy.gateway not in {h.name for h in hosts}:
-            raise self.fail(f"no host named {serving.proxy.gateway!r} (hosts: "
+            raise self.fail(f"no host named {excerpt(serving.proxy.gateway)} (hosts: "
                             f"{', '.join(h.name for h in hosts)})", proxy_path + ("gateway",))
         return serving.proxy.gateway
 
@@ -429,6 +447,9 @@ class _Builder:
                                     f"{cluster.npus_per_node} NPUs (cluster.npus_per_node)",
                                     self.host_path(host, "device_ips"))
                 for index, device_ip in enumerate(host.device_ips):
+                    problem = _not_a_port_address(device_ip, cluster.roce.netmask)
+                    if problem:
+                        raise self.fail(problem, self.host_path(host, "device_ips", index))
                     if device_ip in seen_device_ip:
                         other, other_index = seen_device_ip[device_ip]
                         raise self.fail(f"device IP {device_ip} is also NPU {other_index} of "
@@ -582,6 +603,30 @@ class _Builder:
         groups["head"] = tuple(h.name for h in hosts if h.is_head)
         groups["followers"] = tuple(h.name for h in hosts if not h.is_head)
         return groups
+
+
+def _text_number_hint(text: str, key: Any) -> str:
+    """For a number that YAML read as text: how to write it."""
+    shown = f"{key}: " if isinstance(key, str) else ""
+    body = text.strip()
+    if re.fullmatch(r"[-+]?0o[0-7]+", body):
+        return (f" (YAML 1.1 reads 0o… as text, not octal: write the decimal "
+                f"{shown}{int(body.replace('0o', ''), 8)})")
+    if re.fullmatch(r"[-+]?[0-9]{1,30}(\.[0-9]{0,30})?", body):
+        return f" (quotes make it text: write {shown}{body})"
+    return ""
+
+
+def _not_a_port_address(address: str, netmask: str) -> str | None:
+    """Why a RoCE port cannot have `address` in its subnet (cluster.roce.netmask), or None."""
+    network = ipaddress.IPv4Network(f"{address}/{netmask}", strict=False)
+    ip = ipaddress.IPv4Address(address)
+    for special, what in ((network.network_address, "network"),
+                          (network.broadcast_address, "broadcast")):
+        if ip == special:
+            return (f"device IP {address} is the {what} address of its subnet {network} "
+                    f"(cluster.roce.netmask {netmask}), not a port's address")
+    return None
 
 
 def _field_names(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:

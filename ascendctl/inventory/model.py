@@ -281,18 +281,12 @@ class VersionsSpec(Section):
     vllm: Optional[str] = None
     vllm_ascend: Optional[str] = None
 
-    @field_validator("*", mode="before")
-    @classmethod
-    def _as_text(cls, value: Any) -> Any:
-        # YAML reads 3.11 as a float; versions are text.
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return str(value)
-        return value
-
+    # versions are text: YAML reads an unquoted 3.10 as the float 3.1, so a number is
+    # refused (strict), and the loader's message shows how to quote what was written
     @field_validator("*")
     @classmethod
-    def _token(cls, value: Optional[str]) -> Optional[str]:
-        return None if value is None else check.safe_token(value)
+    def _version(cls, value: Optional[str]) -> Optional[str]:
+        return None if value is None else check.version(value)
 
 
 class RollingSpec(Section):

@@ -14,6 +14,9 @@ import math
 import re
 import unicodedata
 
+from ascendctl.facts.versions import try_parse_version
+from ascendctl.inventory.excerpt import excerpt
+
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 NIC_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,14}")
 ENV_NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
@@ -55,6 +58,19 @@ def text(value: str) -> str:
 def no_leading_dash(value: str) -> str:
     if value.startswith("-"):
         raise ValueError("must not begin with '-' (it would be read as an option)")
+    return value
+
+
+VERSION_MAX_CHARS = 64
+
+
+def version(value: str) -> str:
+    """A version as the Ascend and Python stacks write them (24.1.rc2.2, 7.0.T10, 8.0.RC3,
+    2.9.0.post1+git4c901a4, v0.17.0rc1): one word that parses as a version."""
+    safe_token(value)
+    if len(value) > VERSION_MAX_CHARS or try_parse_version(value) is None:
+        raise ValueError("not a version (versions look like 24.1.rc2, 8.5.1, 2.9.0.post1 "
+                         "or 0.17.0rc1)")
     return value
 
 
@@ -138,7 +154,7 @@ def environment(value: dict) -> dict[str, str]:
     result: dict[str, str] = {}
     for key, val in value.items():
         if not isinstance(key, str) or not ENV_NAME_PATTERN.fullmatch(key):
-            raise ValueError(f"{key!r} is not an environment variable name")
+            raise ValueError(f"{excerpt(key)} is not an environment variable name")
         result[key] = env_value(key, val)
     return result
 
@@ -194,7 +210,7 @@ def unicast_ipv4(value: str) -> str:
     try:
         address = ipaddress.IPv4Address(value)
     except ValueError:
-        raise ValueError(f"{value!r} is not an IPv4 address") from None
+        raise ValueError(f"{excerpt(value)} is not an IPv4 address") from None
     if address.is_unspecified:
         raise ValueError(f"{value} is the unspecified address, not a host's address")
     if address == ipaddress.IPv4Address("255.255.255.255"):
@@ -214,7 +230,7 @@ def netmask(value: str) -> str:
     try:
         mask = int(ipaddress.IPv4Address(value))
     except ValueError:
-        raise ValueError(f"{value!r} is not a netmask") from None
+        raise ValueError(f"{excerpt(value)} is not a netmask") from None
     inverted = ~mask & 0xFFFFFFFF
     if inverted & (inverted + 1):
         raise ValueError(f"{value} is not a netmask (a hostmask or non-contiguous mask?)")

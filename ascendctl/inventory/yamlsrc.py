@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ascendctl.errors import InputError
+from ascendctl.inventory.excerpt import excerpt
 
 YamlPath = tuple[Any, ...]
 
@@ -23,6 +24,9 @@ class SourceMap:
 
     file: str
     lines: dict[YamlPath, int] = field(default_factory=dict)
+    # the text of every value YAML read as a number, by path: `python: 3.10` is the
+    # float 3.1, and a hint must show what was written
+    numbers: dict[YamlPath, str] = field(default_factory=dict)
 
     def line_of(self, path: YamlPath) -> int | None:
         """The line of `path`, or of its nearest ancestor that has one."""
@@ -38,16 +42,29 @@ MAX_YAML_BYTES = 1 << 20        # an inventory is a few KiB
 MAX_YAML_DEPTH = 64
 MAX_YAML_VALUES = 100_000       # after alias expansion: refuses alias bombs
 MAX_INT_DIGITS = 30
+_MAX_INT_BITS = 100             # 10**30 < 2**100: also bounds 0x/0o/0b forms
+# YAML 1.1 integer forms other than plain decimal, as PyYAML resolves them
+_NON_DECIMAL_INTS = (
+    (re.compile(r"[-+]?0b[0-1_]+"), "a binary number"),
+    (re.compile(r"[-+]?0x[0-9a-fA-F_]+"), "a hexadecimal number"),
+    (re.compile(r"[-+]?0[0-7_]+"), "an octal number (YAML 1.1 reads a leading 0 as octal)"),
+    (re.compile(r"[-+]?[1-9][0-9_]*(?::[0-5]?[0-9])+"), "a base-60 number (YAML 1.1 reads "
+                                                        "digits with ':' as minutes:seconds)"),
+)
+_NON_DECIMAL_FLOAT = re.compile(r".*[_:].*")
 _PLAIN_KEY = re.compile(r"[^\s\x00-\x1f\x7f-\x9f\[\]\ud800-\udfff]+")
 PLAIN_COLLECTION_TAGS = ("tag:yaml.org,2002:map", "tag:yaml.org,2002:seq")
 
 
 def load_yaml_with_lines(path: Path, *, max_bytes: int = MAX_YAML_BYTES,
-                         what: str = "YAML file") -> tuple[Any, SourceMap]:
+                         what: str = "YAML file",
+                         decimal_numbers: bool = False) -> tuple[Any, SourceMap]:
     """The one way a YAML file the operator gives us is read: a regular file of at most
     `max_bytes`, nesting at most MAX_YAML_DEPTH deep, at most MAX_YAML_VALUES values once
-    aliases are expanded (each node is converted once and shared), every syntax or value
-    error an InputError naming file and line."""
+    aliases are expanded (each node is converted once and shared), integers of at most
+    MAX_INT_DIGITS digits, every syntax or value error an InputError naming file and line.
+    `decimal_numbers`: refuse the YAML 1.1 number forms that are easily misread (octal
+    `017500` is 8000, `1:20` is 80, `0x1F40`, `0b1`, `1_000`): numbers in decimal only."""
     from ascendctl.inventory.inputfile import read_input_text
 
     source = SourceMap(file=str(path))
@@ -57,7 +74,7 @@ def load_yaml_with_lines(path: Path, *, max_bytes: int = MAX_YAML_BYTES,
         return None, source
     source.lines[()] = root.start_mark.line + 1
     _check_expanded_size(root, source.file)
-    return _Converter(source).convert(root, ()), source
+    return _Converter(source, decimal_numbers).convert(root, ()), source
 
 
 def load_yaml_data(path: Path, *, max_bytes: int = MAX_YAML_BYTES, what: str = "file") -> Any:
@@ -164,22 +181,23 @@ class _Converter:
     """Nodes to Python values, once per node (an alias shares the first conversion), and
     the line of every key and item reached without an alias."""
 
-    def __init__(self, source: SourceMap):
+    def __init__(self, source: SourceMap, decimal_numbers: bool = False):
         import yaml
 
         self.source = source
+        self.decimal_numbers = decimal_numbers
         self.scalars = yaml.SafeLoader("")
         self.done: dict[int, Any] = {}
 
-    def convert(self, node: Any, path: YamlPath) -> Any:
+    def convert(self, node: Any, path: YamlPath, *, is_key: bool = False) -> Any:
         key = id(node)
         if key in self.done:
             return self.done[key]
-        value = self._convert(node, path)
+        value = self._convert(node, path, is_key)
         self.done[key] = value
         return value
 
-    def _convert(self, node: Any, path: YamlPath) -> Any:
+    def _convert(self, node: Any, path: YamlPath, is_key: bool = False) -> Any:
         import yaml
 
         source = self.source
@@ -193,7 +211,7 @@ class _Converter:
                 if key_node.tag == "tag:yaml.org,2002:merge":
                     raise InputError("YAML merge keys (<<) are not supported",
                                      file=source.file, line=key_node.start_mark.line + 1)
-                key = self.convert(key_node, path)
+                key = self.convert(key_node, path, is_key=True)
                 if isinstance(key, bool) or not isinstance(key, (str, int)):
                     raise InputError("mapping keys must be plain strings", file=source.file,
                                      line=key_node.start_mark.line + 1,
@@ -214,7 +232,10 @@ class _Converter:
                 source.lines.setdefault(path + (index,), item_node.start_mark.line + 1)
                 items.append(self.convert(item_node, path + (index,)))
             return items
-        return self.scalar(node, path)
+        value = self.scalar(node, path)
+        if not is_key and isinstance(value, (int, float)) and not isinstance(value, bool):
+            self.source.numbers[path] = node.value
+        return value
 
     def scalar(self, node: Any, path: YamlPath) -> Any:
         import datetime
@@ -233,7 +254,28 @@ class _Converter:
             return value.isoformat()     # an unquoted date is text wherever it lands
         if isinstance(value, bytes):
             raise InputError("binary values are not supported", **where)
+        if isinstance(value, int) and not isinstance(value, bool):
+            if value.bit_length() > _MAX_INT_BITS:
+                raise InputError(f"integer of more than {MAX_INT_DIGITS} digits", **where)
+            if self.decimal_numbers:
+                self.decimal_only(node.value, value, where)
+        elif isinstance(value, float) and self.decimal_numbers \
+                and _NON_DECIMAL_FLOAT.fullmatch(node.value):
+            raise InputError(f"{excerpt(node.value)} is read by YAML 1.1 as {value!r}: write "
+                             "numbers in plain decimal (no '_' or ':'), or quote text",
+                             **where)
         return value
+
+    @staticmethod
+    def decimal_only(text: str, value: int, where: dict[str, Any]) -> None:
+        for pattern, form in _NON_DECIMAL_INTS:
+            if pattern.fullmatch(text):
+                raise InputError(f"{excerpt(text)} is {form}, {value} in decimal: write numbers "
+                                 "in plain decimal (no leading 0, 0x, 0b, '_' or ':'), or quote "
+                                 "text", **where)
+        if "_" in text:
+            raise InputError(f"{excerpt(text)} is read by YAML 1.1 as {value}: write numbers "
+                             "without '_', or quote text", **where)
 
 
 def _reason(err: Exception) -> str:
@@ -243,9 +285,11 @@ def _reason(err: Exception) -> str:
     return text[:120]
 
 
+_MAX_KEY_CHARS = 60
+
+
 def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+    return excerpt(value)
 
 
 def _dotted(path: YamlPath) -> str:
@@ -253,8 +297,9 @@ def _dotted(path: YamlPath) -> str:
     for part in path:
         if isinstance(part, int):
             parts.append(f"[{part}]")
-        elif not _PLAIN_KEY.fullmatch(str(part)):
-            # a key with a newline or control character must not split the message line
+        elif len(str(part)) > _MAX_KEY_CHARS or not _PLAIN_KEY.fullmatch(str(part)):
+            # a key with a newline or control character must not split the message line,
+            # nor a long one make it unbounded
             parts.append(f"[{_short(str(part))}]")
         else:
             parts.append(("." if parts else "") + str(part))

@@ -36,6 +36,23 @@ DRIVER_MOUNTS = ("/usr/local/dcmi", "/usr/local/bin/npu-smi", "/usr/local/Ascend
                  "/usr/local/Ascend/driver/version.info", "/etc/ascend_install.info")
 # The image's own entrypoint is bypassed: the argv is the engine command itself.
 SOURCE_SECRETS = 'set -a; . "$0"; set +a; exec "$@"'
+# The runtime's own /dev (the NPU devices are given there; /dev/shm with either IPC mode).
+DEVICES_IN_CONTAINER = "/dev"
+
+
+def reserved_targets(*, root: str, model_path: str | None) -> tuple[tuple[str, str], ...]:
+    """(path, what is there) for every destination the run gives the container itself, for
+    any release of the deploy root `root`: engine.mounts must not be at, inside or above
+    one of them (podman and docker refuse a duplicate destination when the engine starts,
+    after the old engines were stopped). The deploy root stands for what read_only_paths
+    mounts from it: each release's model directory and rank table, and the weights store."""
+    targets = [(path, "the NPU driver files") for path in DRIVER_MOUNTS]
+    targets += [(SECRETS_IN_CONTAINER, "the API key file"),
+                (DEVICES_IN_CONTAINER, "the NPU devices and the runtime's own /dev"),
+                (root, "the releases and the weights store of deploy.root")]
+    if model_path:
+        targets.append((model_path, "the shared model path (model.path)"))
+    return tuple(targets)
 
 
 @dataclass(frozen=True)

@@ -92,9 +92,18 @@ def judge(inv: Inventory, nodes: list[NodeStatus], raws: dict[str, Any]) -> Clus
                                   serving=head.probe if head else None, supervisor=sup))
     proxy = proxy_status(inv, nodes)
     state, reasons = service_verdict(inv, groups, proxy)
+    unsafe = list(inv.unsafe_engine_options)
     return ClusterStatus(cluster=inv.cluster.name, verdict=state, reasons=reasons,
                          nodes=nodes, serving=groups[0].serving,
-                         supervisor=groups[0].supervisor, groups=groups, proxy=proxy)
+                         supervisor=groups[0].supervisor, groups=groups, proxy=proxy,
+                         unsafe_engine_options=unsafe, warnings=unsafe_warnings(unsafe))
+
+
+def unsafe_warnings(unsafe: list[str]) -> list[str]:
+    if not unsafe:
+        return []
+    return [f"the engine runs with unsafe options acknowledged in engine.allow_unsafe: "
+            f"{', '.join(unsafe)}"]
 
 
 def proxy_status(inv: Inventory, nodes: list[NodeStatus]) -> Optional[ProxyStatus]:

@@ -145,6 +145,10 @@ class ClusterStatus:
     supervisor: Optional[SupervisorStatus] = None  # the first group's supervisor
     groups: list[GroupStatus] = field(default_factory=list)
     proxy: Optional[ProxyStatus] = None
+    # the unsafe container options the inventory acknowledges (engine.allow_unsafe), and
+    # the warnings about them: they do not change the verdict
+    unsafe_engine_options: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

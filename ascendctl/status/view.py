@@ -145,6 +145,8 @@ def status_table(status: ClusterStatus):
             if group.reasons:
                 line.append(" — " + "; ".join(group.reasons), style="")
             parts.append(line)
+    for warning in status.warnings:
+        parts.append(Text(f"warning: {warning}", style="yellow"))
     style = VERDICT_STYLE.get(status.verdict, "bold red")
     line = Text(("service verdict: " if replicated else "verdict: ") + status.verdict.value,
                 style=style)

@@ -117,7 +117,7 @@ def test_own_units_exempt_ports_and_pids(tmp_path):
 def test_a3_counts_cards_and_dies(tmp_path):
     path = write_inventory(tmp_path)
     text = path.read_text().replace("chip: 910B3", "chip: Ascend910_93").replace("npus_per_node: 8", "npus_per_node: 16")
-    ips = {i: [f"198.19.{i}.{d}" for d in range(16)] for i in range(2)}
+    ips = {i: [f"198.19.{i}.{d + 10}" for d in range(16)] for i in range(2)}   # .0: the network
     for i in range(2):
         text = text.replace("[" + ", ".join(no.device_ips(i).values()) + "]",
                             "[" + ", ".join(ips[i]) + f"]\n          super_pod_id: 0\n"
