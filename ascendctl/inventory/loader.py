@@ -27,7 +27,9 @@ from ascendctl.inventory.model import (
     SshSpec, VersionsSpec,
 )
 from ascendctl.inventory.secretscan import find_secret
-from ascendctl.inventory.yamlsrc import SourceMap, YamlPath, dotted, load_yaml_with_lines
+from ascendctl.inventory.yamlsrc import (
+    MAX_WRITTEN_VALUES, SourceMap, YamlPath, dotted, load_yaml_with_lines,
+)
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -56,7 +58,10 @@ SSH_ENV_OVERRIDES = {"private_key": "ASCENDCTL_SSH_KEY",
 def load_inventory(path: str | os.PathLike[str], *, check_files: bool = True) -> Inventory:
     """Load and validate. `check_files=False` skips controller-side file checks (key files)."""
     path = Path(path)
-    data, source = load_yaml_with_lines(path, what="inventory", decimal_numbers=True)
+    data, source = load_yaml_with_lines(
+        path, what="inventory", decimal_numbers=True,
+        too_many=f"more than {MAX_WRITTEN_VALUES} values (keys, values and list items): "
+                 "larger than any inventory needs")
     return _Builder(path, source).build(data, check_files=check_files)
 
 

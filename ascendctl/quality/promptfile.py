@@ -81,8 +81,10 @@ def read_entries(path: Path) -> list[Located]:
 def yaml_entries(path: Path) -> list[Located]:
     from ascendctl.inventory.yamlsrc import load_yaml_with_lines
 
-    count_yaml_values(path)
-    data, source = load_yaml_with_lines(path, max_bytes=MAX_YAML_BYTES, what=WHAT)
+    data, source = load_yaml_with_lines(
+        path, max_bytes=MAX_YAML_BYTES, what=WHAT, max_values=MAX_YAML_VALUES,
+        too_many=f"more than {MAX_YAML_VALUES} values: a YAML prompt set holds at most "
+                 f"{MAX_YAML_VALUES} (a larger one can be JSONL)")
     if not isinstance(data, list):
         raise InputError("a YAML prompt set is a list of prompts (`- prompt: ...`)",
                          file=str(path), line=source.line_of(()))
@@ -90,35 +92,6 @@ def yaml_entries(path: Path) -> list[Located]:
         raise InputError(f"{len(data)} prompts; at most {MAX_ENTRIES}", file=str(path))
     return [Located(entry, source.line_of((index,)), (index,), source)
             for index, entry in enumerate(data)]
-
-
-def count_yaml_values(path: Path) -> None:
-    """Refuse a YAML file of more than MAX_YAML_VALUES values (scalars, collections and
-    aliases, as written) before the pure-Python loader composes it. A syntax error ends the
-    count: the loader reports it, in its words."""
-    import yaml
-
-    from ascendctl.inventory.inputfile import read_input_text
-
-    text = read_input_text(path, limit=MAX_YAML_BYTES, what=WHAT)
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
-    counted = (yaml.ScalarEvent, yaml.AliasEvent, yaml.CollectionStartEvent)
-    values = 0
-    try:
-        while loader.check_event():
-            event = loader.get_event()
-            if isinstance(event, counted):
-                values += 1
-                if values > MAX_YAML_VALUES:
-                    mark = event.start_mark
-                    raise InputError(f"more than {MAX_YAML_VALUES} values: a YAML prompt set "
-                                     f"holds at most {MAX_YAML_VALUES} (a larger one can be "
-                                     "JSONL)", file=str(path),
-                                     line=mark.line + 1 if mark else None)
-    except (yaml.YAMLError, ValueError):
-        pass
-    finally:
-        loader.dispose()
 
 
 # -- JSONL ------------------------------------------------------------------------------------
