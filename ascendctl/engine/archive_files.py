@@ -16,6 +16,7 @@ import fnmatch
 import json
 import os
 import posixpath
+import tarfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,7 +75,8 @@ class _Collector:
             found.error = err
         return found
 
-    def _collect(self, inner, member, found: LayerFiles, what: str) -> None:
+    def _collect(self, inner: tarfile.TarFile, member: tarfile.TarInfo, found: LayerFiles,
+                 what: str) -> None:
         path = member_name(member.name, file=self.where, what=what, field=FIELD)
         if not path.startswith(PREFIX):
             return

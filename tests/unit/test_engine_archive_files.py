@@ -124,3 +124,32 @@ def test_preflight_reports_an_unreadable_archive_as_a_check(tmp_path):
     refused = engine_expectation(load_inventory(container_inventory(tmp_path, bad),
                                                 check_files=False))
     assert "must be a JSON object, not a list" in refused.archive_error
+
+
+def test_mangled_archives_fail_only_as_input_errors(tmp_path):
+    """Bytes overwritten, runs replaced, tails cut, in plain and gzip archives (seeded):
+    every read either succeeds or is an InputError naming the archive."""
+    import random
+
+    archive, _ = toolkit_archive(tmp_path)
+    bases = [archive.read_bytes(), tar_bytes(docker_members())]
+    bases += [gzip.compress(data, compresslevel=1) for data in bases]
+    rng = random.Random(19)
+    outcomes = {"ok": 0, "refused": 0}
+    for _ in range(300):
+        data = bytearray(rng.choice(bases))
+        cut = rng.randrange(len(data))
+        if rng.random() < 0.3:
+            del data[cut:]
+        else:
+            data[cut:cut + rng.randint(1, 600)] = rng.randbytes(rng.randint(1, 600))
+        mangled = write(tmp_path / "mangled.tar", bytes(data))
+        for read in (lambda: read_archive(mangled, verify_layers=True),
+                     lambda: read_archive_files(mangled, CANN_FILES)):
+            try:
+                read()
+                outcomes["ok"] += 1
+            except InputError as err:
+                assert err.file == str(mangled) and err.field == "engine.archive"
+                outcomes["refused"] += 1
+    assert outcomes["refused"] > 100 and outcomes["ok"] > 0, outcomes
