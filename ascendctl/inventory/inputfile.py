@@ -31,12 +31,26 @@ def shown(value: object, limit: int = 80) -> str:
     return text + ("..." if len(str(value)) > limit else "")
 
 
-def _kind(mode: int) -> str:
+def file_kind(mode: int) -> str:
+    """What a file of this st_mode is, for a message: "a FIFO", "a device", ..."""
     return ("a directory" if stat.S_ISDIR(mode) else
             "a FIFO" if stat.S_ISFIFO(mode) else
             "a socket" if stat.S_ISSOCK(mode) else
             "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else
+            "a regular file" if stat.S_ISREG(mode) else
             "not a regular file")
+
+
+def non_regular(path: str | os.PathLike[str]) -> str | None:
+    """None when PATH is a regular file (symlinks followed), else what it is instead:
+    "a FIFO", "a device", "a directory", "a broken symlink", "missing", ..."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "a broken symlink" if os.path.islink(path) else "missing"
+    except OSError as err:
+        return f"unreadable ({err.strerror})"
+    return None if stat.S_ISREG(mode) else file_kind(mode)
 
 
 @contextmanager
@@ -57,13 +71,13 @@ def open_input_file(path: str | os.PathLike[str], *, what: str = "file",
         except OSError:
             mode = stat.S_IFREG
         if not stat.S_ISREG(mode):
-            raise InputError(f"{_kind(mode)}, not a regular file: give the {what} itself",
+            raise InputError(f"{file_kind(mode)}, not a regular file: give the {what} itself",
                              file=where, field=field) from None
         raise InputError(f"cannot read: {err.strerror}", file=where, field=field) from None
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise InputError(f"{_kind(info.st_mode)}, not a regular file: give the {what} "
+            raise InputError(f"{file_kind(info.st_mode)}, not a regular file: give the {what} "
                              "itself", file=where, field=field)
         if limit is not None and info.st_size > limit:
             raise InputError(f"{info.st_size} bytes is too large for {_article(what)} "
@@ -105,12 +119,13 @@ def read_input_bytes(path: str | os.PathLike[str], *, limit: int = MAX_INPUT_BYT
 
 
 def read_input_text(path: str | os.PathLike[str], *, limit: int = MAX_INPUT_BYTES,
-                    what: str = "file") -> str:
-    data = read_input_bytes(path, limit=limit, what=what)
+                    what: str = "file", field: str | None = None) -> str:
+    data = read_input_bytes(path, limit=limit, what=what, field=field)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise InputError(f"not UTF-8 text (byte {err.start})", file=str(path)) from None
+        raise InputError(f"not UTF-8 text (byte {err.start})", file=str(path),
+                         field=field) from None
 
 
 def parse_json(text: str | bytes, *, file: str, what: str = "JSON",
@@ -165,9 +180,11 @@ def json_depth(text: str) -> int:
 
 
 def load_json_file(path: str | os.PathLike[str], *, limit: int = MAX_INPUT_BYTES,
-                   what: str = "JSON file", max_depth: int = MAX_DEPTH) -> Any:
-    return parse_json(read_input_bytes(Path(path), limit=limit, what=what), file=str(path),
-                      what=what, max_depth=max_depth, max_bytes=limit)
+                   what: str = "JSON file", max_depth: int = MAX_DEPTH,
+                   field: str | None = None) -> Any:
+    return parse_json(read_input_bytes(Path(path), limit=limit, what=what, field=field),
+                      file=str(path), what=what, max_depth=max_depth, max_bytes=limit,
+                      field=field)
 
 
 def _article(noun: str) -> str:
