@@ -12,12 +12,12 @@ import pytest
 from ascendctl.cli.play import _extra_vars
 from ascendctl.errors import InputError
 from tests.unit.hostile_files import (
-    DEMO_PLAYBOOK, GOOD, cli, fifo, hang_guard, measure_startup, refused,
+    DEMO_PLAYBOOK, GOOD, Cost, cli, fifo, hang_guard, measure_startup, refused,
 )
 
 
 @pytest.fixture(scope="module")
-def startup(tmp_path_factory) -> float:
+def startup(tmp_path_factory) -> Cost:
     return measure_startup(tmp_path_factory.mktemp("startup"))
 
 
