@@ -16,6 +16,10 @@ understand:
 - `@cert-authority` lines are skipped: this transport does not verify host certificates,
   so a host known only through a CA is reported as unknown with that explanation;
 - any other line it cannot parse is skipped (OpenSSH ignores it too).
+
+The file itself is a regular file of at most MAX_KNOWN_HOSTS_BYTES, not there yet, or
+/dev/null (nothing known); anything else (a FIFO would block the read) is refused when the
+inventory loads (`check_known_hosts_file`) and again whenever it is read.
 """
 
 from __future__ import annotations
