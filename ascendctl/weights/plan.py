@@ -179,7 +179,8 @@ def _model_config(root: Path) -> dict:
     config = load_json_file(path, what="config.json")
     if not isinstance(config, dict):
         raise InputError("config.json must be a JSON object", file=str(path))
-    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else {}
+    nested = config.get("text_config")
+    text: dict = nested if isinstance(nested, dict) else {}
     layers = text.get("num_hidden_layers", config.get("num_hidden_layers"))
     if isinstance(layers, bool) or not isinstance(layers, int) or not 1 <= layers <= MAX_LAYERS:
         raise InputError(f"num_hidden_layers is missing or not an integer from 1 to "
