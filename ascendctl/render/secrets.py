@@ -59,16 +59,14 @@ def _read_key_file(path: Path, name: str, error: Callable[[str], InputError]) ->
 
     try:
         with open_input_file(path, what="key file", limit=MAX_SECRET_FILE) as handle:
-            raw: bytes | None = None
-            if os.fstat(handle.fileno()).st_mode & (stat.S_IRWXG | stat.S_IRWXO):
-                pass
-            else:
-                raw = read_capped(handle, MAX_SECRET_FILE, file=name, what="a key file")
+            shared = os.fstat(handle.fileno()).st_mode & (stat.S_IRWXG | stat.S_IRWXO)
+            raw = b"" if shared else read_capped(handle, MAX_SECRET_FILE, file=name,
+                                                 what="a key file")
     except InputError as err:
         raise error(f"{name}: {err.reason}") from None
     except OSError as err:
         raise error(f"cannot read {name}: {err.strerror}") from None
-    if raw is None:
+    if shared:
         raise error(f"{name} is readable by others; chmod 600 it")
     return raw
 
