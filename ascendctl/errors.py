@@ -24,6 +24,7 @@ class InputError(AscendctlError):
     def __init__(self, message: str, *, file: str | None = None, line: int | None = None,
                  field: str | None = None):
         self.file, self.line, self.field = file, line, field
+        self.reason = message           # without the location, to re-locate it elsewhere
         where = ""
         if file:
             where = f"{file}:{line}: " if line else f"{file}: "

@@ -16,25 +16,37 @@ from ascendctl.exitcodes import EXIT_CODES_HELP
 
 def _extra_vars(values: Optional[List[str]]) -> dict:
     from ascendctl.errors import InputError
+    from ascendctl.inventory.inputfile import shown
 
     extra: dict = {}
     for item in values or []:
         if item.startswith("@"):
-            import yaml
-
-            try:
-                data = yaml.safe_load(Path(item[1:]).read_text())
-            except (OSError, yaml.YAMLError) as err:
-                raise InputError(f"cannot read extra vars: {err}", file=item[1:]) from None
-            if not isinstance(data, dict):
-                raise InputError("extra vars file must be a mapping", file=item[1:])
-            extra.update(data)
+            extra.update(_extra_vars_file(Path(item[1:])))
             continue
         key, sep, value = item.partition("=")
         if not sep or not key.isidentifier():
-            raise InputError(f"{item!r}: use NAME=VALUE or @file.yaml", field="--extra-vars")
+            raise InputError(f"{shown(item)}: use NAME=VALUE or @file.yaml",
+                             field="--extra-vars")
         extra[key] = value
     return extra
+
+
+def _extra_vars_file(path: Path) -> dict:
+    """A YAML mapping of NAME: value, read the bounded way (a regular file, size, depth,
+    aliases), every error `file:line: message`."""
+    from ascendctl.errors import InputError
+    from ascendctl.inventory.inputfile import shown
+    from ascendctl.inventory.yamlsrc import load_yaml_with_lines
+
+    data, source = load_yaml_with_lines(path, what="extra vars file")
+    if not isinstance(data, dict):
+        raise InputError("extra vars file must be a mapping of NAME: value", file=str(path),
+                         line=source.line_of(()))
+    for key in data:
+        if not isinstance(key, str) or not key.isidentifier():
+            raise InputError(f"extra var name {shown(key)}: use letters, digits and _",
+                             file=str(path), line=source.line_of((key,)))
+    return data
 
 
 def play(

@@ -572,20 +572,35 @@ class _Builder:
                             field("api_server_count"))
 
     def check_controller_files(self, hosts: list[Host]) -> None:
+        from ascendctl.inventory.inputfile import non_regular, shown
+        from ascendctl.transport.hostkeys import check_known_hosts_file, known_hosts_path
+
         checked: set[str] = set()
         for host in hosts:
+            origin = {field: f" (from {env})" if os.environ.get(env) else ""
+                      for field, env in SSH_ENV_OVERRIDES.items()}
+            known_hosts = host.ssh.known_hosts
+            if known_hosts not in checked:
+                checked.add(known_hosts)
+                try:
+                    check_known_hosts_file(known_hosts_path(known_hosts))
+                except InputError as err:
+                    raise self.fail(f"known_hosts file {shown(known_hosts)}"
+                                    f"{origin['known_hosts']}: {err.reason}",
+                                    self.ssh_field_path(host, "known_hosts")) from None
             key = host.ssh.private_key
             if key is None or key in checked:
                 continue
             checked.add(key)
-            key_path = Path(os.path.expanduser(key))
-            origin = (f" (from {SSH_ENV_OVERRIDES['private_key']})"
-                      if os.environ.get(SSH_ENV_OVERRIDES["private_key"]) else "")
-            if not key_path.is_file():
-                raise self.fail(f"SSH key file {key}{origin} does not exist on this machine",
-                                self.ssh_field_path(host, "private_key"))
-            if not os.access(key_path, os.R_OK):
-                raise self.fail(f"SSH key file {key}{origin} is not readable",
+            kind = non_regular(Path(os.path.expanduser(key)))
+            if kind == "missing":
+                raise self.fail(f"SSH key file {key}{origin['private_key']} does not exist on "
+                                "this machine", self.ssh_field_path(host, "private_key"))
+            if kind is not None:
+                raise self.fail(f"SSH key file {key}{origin['private_key']} is {kind}, not a "
+                                "regular file", self.ssh_field_path(host, "private_key"))
+            if not os.access(os.path.expanduser(key), os.R_OK):
+                raise self.fail(f"SSH key file {key}{origin['private_key']} is not readable",
                                 self.ssh_field_path(host, "private_key"))
 
     def ssh_field_path(self, host: Host, field: str) -> YamlPath:

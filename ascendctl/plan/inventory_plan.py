@@ -20,20 +20,23 @@ MTP_METHODS = ("mtp",)
 
 def resolve_model_config(inv: Inventory, override: str | os.PathLike[str] | None = None
                          ) -> ModelConfig:
-    """--model-config, then model.config, then <model.source>/config.json, then the builtin."""
+    """--model-config, then model.config, then <model.source>/config.json, then the builtin.
+
+    Only a file that is not there falls through to the next: a FIFO, device or directory
+    in its place is refused (by the reader), never silently replaced by the builtin."""
     if override is not None:
         return load_model_config(override)
     model = inv.model
     if model.config:
         path = Path(os.path.expanduser(model.config))
-        if path.is_file():
+        if os.path.lexists(path):
             return load_model_config(path)
         if not model.builtin_config:
             raise InputError(f"model.config {model.config} does not exist on this machine",
                              file=str(inv.path), field="model.config")
     if model.source:
         candidate = Path(os.path.expanduser(model.source)) / "config.json"
-        if candidate.is_file():
+        if os.path.lexists(candidate):
             return load_model_config(candidate)
     if model.builtin_config:
         return builtin_config(model.builtin_config)

@@ -15,10 +15,16 @@ from pathlib import Path
 from typing import Any
 
 from ascendctl.errors import InputError
+from ascendctl.inventory.inputfile import shown
 
 FULL = "full_attention"
 LINEAR = "linear_attention"
 SLIDING = "sliding_attention"
+
+# Bounds far beyond any real model: a layer count builds per-layer tables, and every size
+# goes into float arithmetic.
+MAX_LAYERS = 1024
+MAX_CONFIG_INT = 1 << 40
 
 DTYPE_BYTES = {"float32": 4, "float": 4, "bfloat16": 2, "float16": 2, "half": 2,
                "fp8": 1, "int8": 1}
@@ -155,19 +161,22 @@ def load_model_config(path: str | os.PathLike[str]) -> ModelConfig:
 def parse_model_config(raw: dict[str, Any], *, source: str = "config.json",
                        name: str | None = None) -> ModelConfig:
     """Build a ModelConfig from a Hugging Face config dict (flat or with `text_config`)."""
+    if not isinstance(raw.get("text_config") or {}, dict):
+        raise InputError("must be an object", file=source, field="text_config")
     text = dict(raw.get("text_config") or {})
     for key, value in raw.items():
         if key not in ("text_config", "vision_config"):
             text.setdefault(key, value)
     reader = _Reader(text, source)
 
-    hidden = reader.int("hidden_size")
-    layers = reader.int("num_hidden_layers")
-    heads = reader.int("num_attention_heads")
-    kv_heads = reader.int("num_key_value_heads", default=heads)
-    head_dim = reader.int("head_dim", default=hidden // heads if heads else 0)
-    vocab = reader.int("vocab_size")
-    model_type = str(text.get("model_type") or raw.get("model_type") or "unknown")
+    # the model's shape: each is a divisor somewhere, so 0 is refused
+    hidden = reader.int("hidden_size", minimum=1)
+    layers = reader.int("num_hidden_layers", limit=MAX_LAYERS, minimum=1)
+    heads = reader.int("num_attention_heads", minimum=1)
+    kv_heads = reader.int("num_key_value_heads", default=heads, minimum=1)
+    head_dim = reader.int("head_dim", default=max(1, hidden // heads), minimum=1)
+    vocab = reader.int("vocab_size", minimum=1)
+    model_type = _label(text.get("model_type") or raw.get("model_type"), "unknown")
 
     layer_types = _layer_types(text, layers, reader)
     num_experts = reader.int("num_experts", "n_routed_experts", "num_local_experts",
@@ -204,7 +213,7 @@ def parse_model_config(raw: dict[str, Any], *, source: str = "config.json",
     torch_dtype = _dtype_name(text.get("torch_dtype") or text.get("dtype")) or "bfloat16"
     tie = bool(text.get("tie_word_embeddings", raw.get("tie_word_embeddings", False)))
     return ModelConfig(
-        name=name or str(raw.get("_name_or_path") or model_type),
+        name=name or _label(raw.get("_name_or_path"), model_type),
         model_type=model_type,
         hidden_size=hidden, num_layers=layers, vocab_size=vocab,
         tie_word_embeddings=tie, torch_dtype=torch_dtype,
@@ -218,7 +227,8 @@ def parse_model_config(raw: dict[str, Any], *, source: str = "config.json",
         moe_intermediate_size=moe_inter, shared_expert_intermediate_size=shared_inter,
         linear=linear, mla=mla,
         sliding_window=reader.int("sliding_window", default=0) or None,
-        mtp_layers=reader.int("mtp_num_hidden_layers", "num_nextn_predict_layers", default=0),
+        mtp_layers=reader.int("mtp_num_hidden_layers", "num_nextn_predict_layers", default=0,
+                              limit=MAX_LAYERS),
         vision=vision,
         max_position_embeddings=reader.int("max_position_embeddings", default=0) or None,
         source=source,
@@ -229,13 +239,18 @@ class _Reader:
     def __init__(self, data: dict[str, Any], source: str):
         self.data, self.source = data, source
 
-    def int(self, *keys: str, default: int | None = None) -> int:
+    def int(self, *keys: str, default: int | None = None, limit: int = MAX_CONFIG_INT,
+            minimum: int = 0) -> int:
         for key in keys:
             value = self.data.get(key)
             if value is None:
                 continue
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise InputError(f"must be a non-negative integer (got {value!r})",
+            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+                kind = "a positive" if minimum == 1 else "a non-negative"
+                raise InputError(f"must be {kind} integer (got {shown(value)})",
+                                 file=self.source, field=key)
+            if value > limit:
+                raise InputError(f"{shown(value)} is implausibly large (limit {limit})",
                                  file=self.source, field=key)
             return value
         if default is None:
@@ -258,8 +273,8 @@ def _layer_types(text: dict[str, Any], layers: int, reader: _Reader) -> tuple[st
                              file=reader.source, field="layer_types")
         known = {FULL, LINEAR, SLIDING}
         for kind in declared:
-            if kind not in known:
-                raise InputError(f"unknown layer type {kind!r} (known: "
+            if not isinstance(kind, str) or kind not in known:
+                raise InputError(f"unknown layer type {shown(kind)} (known: "
                                  f"{', '.join(sorted(known))})",
                                  file=reader.source, field="layer_types")
         return tuple(declared)
@@ -277,9 +292,13 @@ def _moe_layers(text: dict[str, Any], layers: int, experts: int,
         first = reader.int("first_k_dense_replace")
         freq = reader.int("moe_layer_freq", default=1) or 1
         return tuple(i >= first and i % freq == 0 for i in range(layers))
-    dense = set(text.get("mlp_only_layers") or [])
+    dense = text.get("mlp_only_layers") or []
+    if not isinstance(dense, list) or not all(isinstance(i, int) for i in dense):
+        raise InputError("must be a list of layer numbers", file=reader.source,
+                         field="mlp_only_layers")
     step = reader.int("decoder_sparse_step", default=1) or 1
-    return tuple(i not in dense and (i + 1) % step == 0 for i in range(layers))
+    dense_layers = set(dense)
+    return tuple(i not in dense_layers and (i + 1) % step == 0 for i in range(layers))
 
 
 def _vision(raw: Any, source: str) -> Vision | None:
@@ -296,5 +315,19 @@ def _vision(raw: Any, source: str) -> Vision | None:
         in_channels=reader.int("in_channels", default=3),
         spatial_merge_size=reader.int("spatial_merge_size", default=2),
         num_position_embeddings=reader.int("num_position_embeddings", default=0),
-        deepstack_layers=len(raw.get("deepstack_visual_indexes") or []),
+        deepstack_layers=_count(raw, "deepstack_visual_indexes", reader.source),
     )
+
+
+def _label(value: Any, fallback: str) -> str:
+    """A name from the config for the report: short printable text, else the fallback."""
+    if isinstance(value, str) and value and len(value) <= 200 and value.isprintable():
+        return value
+    return fallback
+
+
+def _count(raw: dict[str, Any], key: str, source: str) -> int:
+    value = raw.get(key) or []
+    if not isinstance(value, list):
+        raise InputError("must be a list", file=source, field=key)
+    return len(value)

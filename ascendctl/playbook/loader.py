@@ -308,12 +308,16 @@ class _Loader:
         self.check_templates(args, path)
         validate_args(module_cls, args, lambda msg, loc: self.fail(msg, path + loc))
         check = getattr(module_cls, "check_at_load", None)
-        if check is not None:
-            try:
+        # files on this machine a module reads (copy's src), next to the playbook
+        check_files = getattr(module_cls, "check_local_files", None)
+        try:
+            if check is not None:
                 check(args, self.templar)
-            except (ModuleError, TemplateError) as err:
-                field = getattr(err, "field", None)
-                raise self.fail(str(err), path + (field,) if field else path) from None
+            if check_files is not None:
+                check_files(args, self.path.resolve().parent)
+        except (ModuleError, TemplateError) as err:
+            field = getattr(err, "field", None)
+            raise self.fail(str(err), path + (field,) if field else path) from None
         return args
 
     def check_templates(self, value: Any, path: YamlPath) -> None:

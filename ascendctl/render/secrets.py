@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import stat
 import unicodedata
+from collections.abc import Callable
 from pathlib import Path
 
 from ascendctl.errors import InputError
@@ -43,24 +44,31 @@ def _resolve(inv: Inventory, ref: SecretRef, field: str) -> str:
         if not value:
             raise error(f"environment variable {ref.env} is not set")
         return clean_secret(value, origin=f"environment variable {ref.env}", refuse=error)
-    path = Path(os.path.expanduser(ref.file or ""))
-    try:
-        mode = path.stat().st_mode
-        if not stat.S_ISREG(mode):
-            raise error(f"{ref.file} is not a regular file")
-        with open(path, "rb") as handle:
-            raw = handle.read(MAX_SECRET_FILE + 1)
-    except OSError as err:
-        raise error(f"cannot read {ref.file}: {err.strerror}") from None
-    if mode & (stat.S_IRWXG | stat.S_IRWXO):
-        raise error(f"{ref.file} is readable by others; chmod 600 it")
-    if len(raw) > MAX_SECRET_FILE:
-        raise error(f"{ref.file} is too large for a key")
+    raw = _read_key_file(Path(os.path.expanduser(ref.file or "")), ref.file or "", error)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise error(f"{ref.file} is not UTF-8 text (the value is not shown)") from None
     return clean_secret(text, origin=ref.file or "", refuse=error)
+
+
+def _read_key_file(path: Path, name: str, error: Callable[[str], InputError]) -> bytes:
+    """One open: the file checked (regular, 0600, small) is the file read. A key file
+    readable by others is refused before its content is read."""
+    from ascendctl.inventory.inputfile import open_input_file, read_capped
+
+    try:
+        with open_input_file(path, what="key file", limit=MAX_SECRET_FILE) as handle:
+            shared = os.fstat(handle.fileno()).st_mode & (stat.S_IRWXG | stat.S_IRWXO)
+            raw = b"" if shared else read_capped(handle, MAX_SECRET_FILE, file=name,
+                                                 what="a key file")
+    except InputError as err:
+        raise error(f"{name}: {err.reason}") from None
+    except OSError as err:
+        raise error(f"cannot read {name}: {err.strerror}") from None
+    if shared:
+        raise error(f"{name} is readable by others; chmod 600 it")
+    return raw
 
 
 def resolve_secrets(inv: Inventory) -> dict[str, str]:

@@ -16,6 +16,10 @@ understand:
 - `@cert-authority` lines are skipped: this transport does not verify host certificates,
   so a host known only through a CA is reported as unknown with that explanation;
 - any other line it cannot parse is skipped (OpenSSH ignores it too).
+
+The file itself is a regular file of at most MAX_KNOWN_HOSTS_BYTES, not there yet, or
+/dev/null (nothing known); anything else (a FIFO would block the read) is refused when the
+inventory loads (`check_known_hosts_file`) and again whenever it is read.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from typing import Any
 from ascendctl.transport.errors import ConnectError, ConnectKind
 
 _append_lock = threading.Lock()
+MAX_KNOWN_HOSTS_BYTES = 64 << 20    # about 90 000 RSA entries
 
 
 def fingerprint(key: Any) -> str:
@@ -85,14 +90,36 @@ class KnownHosts:
                    for names, candidate in self.revoked)
 
 
+def _is_empty_by_design(path: Path) -> bool:
+    """No file yet (accept-new creates it), or /dev/null (as with OpenSSH: nothing known)."""
+    return not os.path.exists(path) or os.path.realpath(path) == os.devnull
+
+
+def check_known_hosts_file(path: Path) -> None:
+    """Refuse, before any host is contacted, a known_hosts that is a FIFO, a device other
+    than /dev/null, a directory or larger than MAX_KNOWN_HOSTS_BYTES (nothing is read)."""
+    from ascendctl.inventory.inputfile import open_input_file
+
+    if not _is_empty_by_design(path):
+        with open_input_file(path, what="known_hosts file", limit=MAX_KNOWN_HOSTS_BYTES):
+            pass
+
+
+def read_known_hosts_text(path: Path) -> str:
+    """The known_hosts file as text ("" when it does not exist yet), read the bounded way."""
+    from ascendctl.inventory.inputfile import read_input_bytes
+
+    if _is_empty_by_design(path):
+        return ""
+    data = read_input_bytes(path, limit=MAX_KNOWN_HOSTS_BYTES, what="known_hosts file")
+    return data.decode("utf-8", errors="replace")
+
+
 def load_known_hosts(path: Path) -> KnownHosts:
     from paramiko.hostkeys import HostKeyEntry
 
     known = KnownHosts(path)
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return known
+    text = read_known_hosts_text(path)
     for raw in text.splitlines():
         line = raw.strip()
         if not line or line.startswith("#"):
@@ -199,10 +226,7 @@ def append_known_host(path: Path, hostname: str, key: Any) -> None:
 
 
 def _read_lines(path: Path) -> set[str]:
-    try:
-        return {ln.strip() for ln in path.read_text(errors="replace").splitlines()}
-    except OSError:
-        return set()
+    return {ln.strip() for ln in read_known_hosts_text(path).splitlines()}
 
 
 def configure_client(client: Any, host: str, known_hosts: str, checking: str) -> Any:
@@ -212,7 +236,7 @@ def configure_client(client: Any, host: str, known_hosts: str, checking: str) ->
     inventory says is what is checked.
     """
     path = known_hosts_path(known_hosts)
-    known = load_known_hosts(path) if path.is_file() else KnownHosts(path)
+    known = load_known_hosts(path)
     host_keys = client.get_host_keys()
     for names, key in known.trusted:
         if any(key == revoked for _, revoked in known.revoked):

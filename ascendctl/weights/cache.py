@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 CACHE_VERSION = 1
+MAX_CACHE_BYTES = 64 << 20      # about 250 000 files
 
 
 def default_cache_path() -> Path:
@@ -43,9 +44,21 @@ class HashCache:
 
     @staticmethod
     def _read(path: Path) -> dict[str, dict]:
+        """The cached entries; none from a cache that is missing, unreadable, too large or
+        corrupt (everything is hashed again and the cache rewritten). A FIFO or device
+        where the cache should be is refused: it is not ours to replace."""
+        from ascendctl.errors import InputError
+        from ascendctl.inventory.inputfile import load_json_file, non_regular
+
+        kind = non_regular(path)
+        if kind in ("missing", "a broken symlink"):
+            return {}
+        if kind is not None and not kind.startswith("unreadable"):
+            raise InputError(f"{kind}, not a regular file: the weights hash cache "
+                             "(ASCENDCTL_HASH_CACHE) must be a file", file=str(path))
         try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError):
+            data = load_json_file(path, limit=MAX_CACHE_BYTES, what="weights hash cache")
+        except InputError:
             return {}
         if not isinstance(data, dict) or data.get("version") != CACHE_VERSION:
             return {}
@@ -58,7 +71,10 @@ class HashCache:
 
     def get(self, real_path: str, size: int, mtime_ns: int) -> CachedHash | None:
         entry = self.entries.get(self.key(real_path))
-        if not entry or entry.get("size") != size or entry.get("mtime_ns") != mtime_ns:
+        if not isinstance(entry, dict) or entry.get("size") != size \
+                or entry.get("mtime_ns") != mtime_ns \
+                or not isinstance(entry.get("sha256"), str) \
+                or not isinstance(entry.get("fingerprint"), str):
             return None
         self.hits += 1
         return CachedHash(entry["sha256"], entry["fingerprint"])

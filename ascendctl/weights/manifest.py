@@ -19,6 +19,7 @@ from ascendctl.weights.paths import check_relative, json_line_of, resolve_inside
 
 MANIFEST_FORMAT = "ascendctl-weights-manifest/1"
 INDEX_NAME = "model.safetensors.index.json"
+MAX_MANIFEST_BYTES = 64 << 20    # about 250 000 entries
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,10 @@ class Manifest:
 
 
 def list_model_files(root: Path) -> list[str]:
-    """Relative paths of the regular files under root (symlinks must stay inside)."""
+    """Relative paths of the regular files under root (symlinks must stay inside); a FIFO,
+    device, socket or broken link is refused by name before anything is read."""
+    from ascendctl.inventory.inputfile import non_regular, shown
+
     root = Path(root)
     if not root.is_dir():
         raise InputError("is not a directory", file=str(root))
@@ -72,9 +76,12 @@ def list_model_files(root: Path) -> list[str]:
             if name.startswith("."):
                 continue
             rel = name if rel_dir == "." else f"{rel_dir}/{name}".replace(os.sep, "/")
-            target = resolve_inside(root, rel, where=str(root))
-            if not target.is_file():
-                raise InputError(f"{rel!r} is not a regular file", file=str(root))
+            resolve_inside(root, rel, where=str(root))
+            kind = non_regular(root / rel)
+            if kind is not None:
+                raise InputError(f"{shown(rel)} is {kind}, not a regular file: a model "
+                                 "directory holds regular files (or links to them) only",
+                                 file=str(root))
             found.append(rel)
     return sorted(found)
 
@@ -115,30 +122,47 @@ def build_manifest(root: str | os.PathLike[str], *, cache: HashCache | None = No
 
 
 def load_manifest(path: str | os.PathLike[str]) -> Manifest:
-    """Read a manifest written by `to_json`, refusing entries that could escape a directory."""
+    """Read a manifest written by `to_json` (a regular file, bounded in size and depth),
+    refusing entries that could escape a directory."""
+    from ascendctl.inventory.inputfile import parse_json, read_input_text
+
     where = str(path)
-    try:
-        text = Path(path).read_text()
-        data = json.loads(text)
-    except OSError as err:
-        raise InputError(f"cannot read: {err.strerror}", file=where) from None
-    except ValueError as err:
-        raise InputError(f"not JSON: {err}", file=where) from None
+    text = read_input_text(path, limit=MAX_MANIFEST_BYTES, what="weights manifest")
+    data = parse_json(text, file=where, what="weights manifest", max_bytes=MAX_MANIFEST_BYTES)
     if not isinstance(data, dict) or data.get("format") != MANIFEST_FORMAT:
         raise InputError(f"not an ascendctl weights manifest (format {MANIFEST_FORMAT})",
                          file=where, field="format")
+    raw_entries = data.get("entries") or []
+    if not isinstance(raw_entries, list):
+        raise InputError("must be a list", file=where, field="entries")
     entries = []
-    for number, raw in enumerate(data.get("entries") or []):
+    for number, raw in enumerate(raw_entries):
         field = f"entries[{number}]"
         if not isinstance(raw, dict):
             raise InputError("must be an object", file=where, field=field)
-        name = raw.get("path")
-        line = json_line_of(text, name) if isinstance(name, str) else None
-        rel = check_relative(name, where=where, field=field + ".path", line=line)
-        try:
-            entries.append(FileEntry(rel, int(raw["size"]), str(raw["sha256"]),
-                                     str(raw["fingerprint"])))
-        except (KeyError, TypeError, ValueError):
+        entry = _entry(raw)
+        if entry is None:
             raise InputError("needs path, size, sha256 and fingerprint", file=where,
-                             line=line, field=field) from None
+                             line=_line(text, raw.get("path")), field=field)
+        try:
+            rel = check_relative(entry.path, where=where, field=field + ".path")
+        except InputError as err:
+            raise InputError(err.reason, file=where, line=_line(text, entry.path),
+                             field=err.field) from None
+        entries.append(FileEntry(rel, entry.size, entry.sha256, entry.fingerprint))
     return Manifest(tuple(entries))
+
+
+def _entry(raw: dict) -> FileEntry | None:
+    """An entry whose fields have the types to_json writes, else None."""
+    path, size = raw.get("path"), raw.get("size")
+    sha256, fingerprint = raw.get("sha256"), raw.get("fingerprint")
+    if not (isinstance(path, str) and isinstance(size, int) and not isinstance(size, bool)
+            and size >= 0 and isinstance(sha256, str) and isinstance(fingerprint, str)):
+        return None
+    return FileEntry(path, size, sha256, fingerprint)
+
+
+def _line(text: str, name: object) -> int | None:
+    # looked up only for an error: for every entry it would be quadratic
+    return json_line_of(text, name) if isinstance(name, str) else None

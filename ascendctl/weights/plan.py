@@ -168,24 +168,23 @@ def build_plan(root: Path, nodes: list[NodeSpec], *, mode: str, tp: int, pp: int
 
 
 def _model_config(root: Path) -> dict:
-    path = root / "config.json"
     from ascendctl.inventory.inputfile import load_json_file
+    from ascendctl.plan.modelcfg import MAX_LAYERS
 
-    if not path.is_file():
+    path = root / "config.json"
+    if not os.path.lexists(path):
         raise InputError("a pipeline-parallel plan needs config.json (num_hidden_layers)",
                          file=str(path))
-    try:
-        config = load_json_file(path, what="config.json")
-    except OSError:
-        raise InputError("a pipeline-parallel plan needs config.json (num_hidden_layers)",
-                         file=str(path)) from None
-    except ValueError as err:
-        raise InputError(f"not JSON: {err}", file=str(path)) from None
-    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else {}
+    # a FIFO, device or directory named config.json is refused here, by the reader
+    config = load_json_file(path, what="config.json")
+    if not isinstance(config, dict):
+        raise InputError("config.json must be a JSON object", file=str(path))
+    nested = config.get("text_config")
+    text: dict = nested if isinstance(nested, dict) else {}
     layers = text.get("num_hidden_layers", config.get("num_hidden_layers"))
-    if not isinstance(layers, int) or layers < 1:
-        raise InputError("num_hidden_layers is missing or not a positive integer",
-                         file=str(path), field="num_hidden_layers")
+    if isinstance(layers, bool) or not isinstance(layers, int) or not 1 <= layers <= MAX_LAYERS:
+        raise InputError(f"num_hidden_layers is missing or not an integer from 1 to "
+                         f"{MAX_LAYERS}", file=str(path), field="num_hidden_layers")
     tied = config.get("tie_word_embeddings", text.get("tie_word_embeddings"))
     return {"num_layers": layers, "tied": tied}
 

@@ -16,7 +16,9 @@ from pathlib import Path
 
 from ascendctl.errors import InputError
 
-MAX_HEADER = 100 * 1024 * 1024   # the safetensors library refuses larger headers too
+# the safetensors library's own limit (MAX_HEADER_SIZE = 100_000_000 in its tensor.rs)
+MAX_HEADER = 100_000_000
+WHAT = "safetensors file"
 
 
 @dataclass(frozen=True)
@@ -44,51 +46,78 @@ class SafetensorsHeader:
 
 
 def read_header(path: str | os.PathLike[str]) -> SafetensorsHeader:
+    """The header of the safetensors file PATH, checked the way the library checks it: a
+    regular file; the declared header length within the file and at most MAX_HEADER (so a
+    lying length costs nothing); a JSON object of tensors and an optional
+    `__metadata__` of strings; offsets that tile the data exactly to the end of the file."""
+    from ascendctl.inventory.inputfile import open_input_file
+
     path = Path(path)
     where = str(path)
-    try:
-        with open(path, "rb") as handle:
+    with open_input_file(path, what=WHAT) as handle:
+        try:
+            file_size = os.fstat(handle.fileno()).st_size
             prefix = handle.read(8)
             if len(prefix) != 8:
                 raise InputError("too short for a safetensors file", file=where)
             (length,) = struct.unpack("<Q", prefix)
             if length > MAX_HEADER:
-                raise InputError(f"safetensors header of {length} bytes is implausible",
-                                 file=where)
+                raise InputError(f"safetensors header of {length} bytes is larger than the "
+                                 f"format allows ({MAX_HEADER})", file=where)
+            if length > file_size - 8:
+                raise InputError(f"safetensors header of {length} bytes is longer than the "
+                                 f"file ({file_size} bytes): truncated?", file=where)
             raw = handle.read(length)
-            file_size = os.fstat(handle.fileno()).st_size
-    except OSError as err:
-        raise InputError(f"cannot read: {err.strerror}", file=where) from None
+        except OSError as err:
+            raise InputError(f"cannot read: {err.strerror}", file=where) from None
     if len(raw) != length:
         raise InputError("truncated safetensors header", file=where)
-    from ascendctl.inventory.inputfile import parse_json
+    return _parse_header(path, raw, file_size)
 
+
+def _parse_header(path: Path, raw: bytes, file_size: int) -> SafetensorsHeader:
+    from ascendctl.inventory.inputfile import parse_json, shown
+
+    where = str(path)
     # a header is one flat object of tensors: deep nesting is refused, not recursed into
-    header = parse_json(raw, file=where, what="safetensors header", max_depth=8)
+    header = parse_json(raw, file=where, what="safetensors header", max_depth=8,
+                        max_bytes=MAX_HEADER)
     if not isinstance(header, dict):
         raise InputError("safetensors header is not an object", file=where)
     metadata = header.pop("__metadata__", None)
-    tensors = []
-    for name, info in header.items():
-        try:
-            begin, end = (int(x) for x in info["data_offsets"])
-            tensors.append(TensorInfo(name, str(info["dtype"]),
-                                      tuple(int(x) for x in info["shape"]), begin, end))
-        except (KeyError, TypeError, ValueError, OverflowError):
-            raise InputError(f"tensor {str(name)[:80]!r}: bad header entry",
-                             file=where) from None
+    if metadata is not None and not (isinstance(metadata, dict) and all(
+            isinstance(v, str) for v in metadata.values())):
+        raise InputError("__metadata__ must map names to strings", file=where,
+                         field="__metadata__")
+    tensors = [_tensor(name, info, where) for name, info in header.items()]
     tensors.sort(key=lambda t: (t.begin, t.end))
-    data_start = 8 + length
+    data_start = 8 + len(raw)
     position = 0
     for tensor in tensors:
         if tensor.begin != position or tensor.end < tensor.begin:
-            raise InputError(f"tensor {tensor.name!r}: data offsets {tensor.begin}..{tensor.end} "
-                             "are not contiguous", file=where)
+            raise InputError(f"tensor {shown(tensor.name)}: data offsets {tensor.begin}.."
+                             f"{tensor.end} are not contiguous", file=where)
         position = tensor.end
     if data_start + position != file_size:
         raise InputError(f"file is {file_size} bytes, the header describes "
                          f"{data_start + position}", file=where)
     return SafetensorsHeader(path, data_start, metadata, tuple(tensors))
+
+
+def _tensor(name: str, info: object, where: str) -> TensorInfo:
+    from ascendctl.inventory.inputfile import shown
+
+    def natural(value: object) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+    if isinstance(info, dict):
+        dtype, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
+        if isinstance(dtype, str) and isinstance(shape, list) and all(map(natural, shape)) \
+                and isinstance(offsets, list) and len(offsets) == 2 \
+                and all(map(natural, offsets)):
+            return TensorInfo(name, dtype, tuple(shape), offsets[0], offsets[1])
+    raise InputError(f"tensor {shown(name)}: bad header entry (needs dtype, shape and "
+                     "data_offsets [begin, end])", file=where)
 
 
 def write_subset(source: SafetensorsHeader, names: list[str], out: str | os.PathLike[str],

@@ -13,6 +13,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
+from ascendctl.errors import InputError
 from ascendctl.playbook.modules.base import (
     FileDiff, Module, ModuleContext, ModuleError, ModuleResult, register_module,
 )
@@ -20,6 +21,10 @@ from ascendctl.playbook.templating import Templar, is_template
 from ascendctl.transport.files import (
     FileChange, FileError, check_owner, normalize_mode, parse_fields, put_file,
 )
+
+# A copy source is sent whole on stdin and kept for the diff: configuration, scripts, small
+# assets. Larger files belong in the engine archive, the wheelhouse or the weights.
+MAX_COPY_SOURCE_BYTES = 4 << 20
 
 
 def remote_path(value: str) -> str:
@@ -141,19 +146,38 @@ class CopyModule(Module):
         if path.is_absolute():
             return path
         for root in (playbook_dir / "files", playbook_dir):
-            if (root / path).is_file():
+            if os.path.lexists(root / path):
                 return root / path
         return playbook_dir / "files" / path
+
+    @classmethod
+    def check_local_files(cls, args: dict[str, Any], playbook_dir: Path) -> None:
+        """A literal `src` is checked when the playbook loads, before any host is
+        contacted: a regular file of at most MAX_COPY_SOURCE_BYTES (nothing is read)."""
+        src = args.get("src")
+        if isinstance(src, str) and not is_template(src):
+            from ascendctl.inventory.inputfile import open_input_file
+
+            source = cls.local_source(src, playbook_dir)
+            try:
+                with open_input_file(source, what="copy source",
+                                     limit=MAX_COPY_SOURCE_BYTES):
+                    pass
+            except InputError as err:
+                raise ModuleError(f"{source}: {err.reason}", field="src") from None
 
     def run(self, ctx: ModuleContext, args: Any) -> ModuleResult:
         if args.content is not None:
             data: bytes = args.content.encode()
         else:
+            from ascendctl.inventory.inputfile import read_input_bytes
+
             source = self.local_source(args.src, ctx.playbook_dir)
             try:
-                data = source.read_bytes()
-            except OSError as err:
-                raise ModuleError(f"copy: cannot read {source}: {err.strerror}") from None
+                data = read_input_bytes(source, limit=MAX_COPY_SOURCE_BYTES,
+                                        what="copy source")
+            except InputError as err:
+                raise ModuleError(f"copy: {source}: {err.reason}") from None
         change = put_file(ctx.conn, args.dest, data, mode=args.mode, owner=args.owner,
                           group=args.group, check=ctx.check, want_before=ctx.diff,
                           become=ctx.become)
