@@ -88,6 +88,7 @@ def workload(inv: Inventory) -> Workload:
         npus_per_node=cluster.npus_per_node,
         chip=cluster.chip,
         page_rule=page_rule(inv),
+        prefix_caching=serving.enable_prefix_caching is True,
     )
 
 

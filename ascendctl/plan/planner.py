@@ -35,6 +35,7 @@ class Workload:
     npus_per_node: int = 8
     chip: str = ""
     page_rule: RuleChoice = RuleChoice(UPSTREAM, "vllm", None, True)
+    prefix_caching: bool = False     # serving.enable_prefix_caching: true
 
     @property
     def hbm_bytes(self) -> int:
@@ -278,6 +279,11 @@ def _judge_pages(plan: LayoutPlan, cfg: ModelConfig) -> None:
             f"{target} asserts 'Cannot align ssm_page_size and attn_page_size.' at start-up: "
             f"the SSM state page ({stage.sequence['ssm_state_bytes']:,} B) is not one block "
             f"of {stage.sequence['block_size']} tokens of K per rank")
+    if plan.workload.prefix_caching:
+        plan.warnings.append(
+            "enable_prefix_caching on a model with linear attention: vLLM switches "
+            "mamba_cache_mode to 'align', which holds more state blocks per sequence than "
+            "the plan counts")
     if cfg.mla is not None and choice.engine == "vllm-ascend" and not choice.rule.mla_branch:
         plan.warnings.append(
             f"MLA + linear attention under vllm-ascend {choice.release}: this release pads "

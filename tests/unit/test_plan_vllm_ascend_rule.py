@@ -140,6 +140,16 @@ def test_a_state_no_k_block_can_match_is_refused(tmp_path):
                for p in plan.requested.problems)
 
 
+def test_prefix_caching_on_a_hybrid_model_is_warned(tmp_path):
+    def edit(data):
+        serving(data)["enable_prefix_caching"] = True
+
+    warnings = plan_inventory(make_inventory(tmp_path, edit)).requested.warnings
+    assert any("mamba_cache_mode to 'align'" in w for w in warnings)
+    plain = plan_inventory(make_inventory(tmp_path, name="off.yaml")).requested.warnings
+    assert not any("mamba_cache_mode" in w for w in plain)
+
+
 def test_budget_starts_from_mem_get_info_total(tmp_path):
     """vllm-ascend#8621: "(0.9, 54.86 GiB)" on a 64 GB 910B."""
     plan = plan_inventory(make_inventory(tmp_path))
