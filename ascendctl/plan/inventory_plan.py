@@ -10,8 +10,10 @@ from ascendctl.errors import InputError
 from ascendctl.inventory import Inventory
 from ascendctl.plan import memory as mem
 from ascendctl.plan.builtin import builtin_config
+from ascendctl.plan.hbm import usable_total
 from ascendctl.plan.layout import Layout
 from ascendctl.plan.modelcfg import ModelConfig, load_model_config
+from ascendctl.plan.pagerules import RuleChoice, rule_for
 from ascendctl.plan.planner import Plan, PlanRefused, Workload, make_plan, refusal_message
 from ascendctl.plan.pp_split import PARTITION_ENV
 
@@ -58,6 +60,13 @@ def speculative(inv: Inventory) -> tuple[bool, int]:
     return any(m in method for m in MTP_METHODS), tokens
 
 
+def page_rule(inv: Inventory) -> RuleChoice:
+    """The block/page rule of the target engine: `versions.vllm_ascend` picks vllm-ascend's
+    rule of that release; without an NPU stack pinned, upstream vLLM's."""
+    versions = inv.versions
+    return rule_for(versions.vllm_ascend, npu_stack=versions.torch_npu is not None)
+
+
 def workload(inv: Inventory) -> Workload:
     serving, cluster = inv.serving, inv.cluster
     env = engine_env_overrides(inv)
@@ -68,7 +77,7 @@ def workload(inv: Inventory) -> Workload:
                          file=str(inv.path), field="serving.env.HCCL_BUFFSIZE") from None
     mtp, num_spec = speculative(inv)
     return Workload(
-        hbm_bytes=cluster.hbm_per_npu_gib * mem.GIB,
+        hbm=usable_total(cluster.chip, cluster.hbm_gib),
         gpu_memory_utilization=serving.gpu_memory_utilization,
         max_model_len=serving.max_model_len,
         max_num_seqs=serving.max_num_seqs,
@@ -81,6 +90,8 @@ def workload(inv: Inventory) -> Workload:
         watchdog_threshold=serving.hbm_watchdog_threshold,
         npus_per_node=cluster.npus_per_node,
         chip=cluster.chip,
+        page_rule=page_rule(inv),
+        prefix_caching=serving.enable_prefix_caching is True,
     )
 
 

@@ -1,22 +1,24 @@
-"""How vLLM's allocator lays out the KV cache, so the planner counts sequences as vLLM does.
+"""How the engine's allocator lays out the KV cache, so the planner counts sequences as the
+engine does.
 
-A pinned copy of the formulas of vLLM 0.17 (the version vllm-ascend v0.17.0rc1 pins, see
-FACTS.md "KV cache for hybrid models"), each function naming the one it follows:
+Pinned copies of the formulas, each function naming the one it follows; the block/page rule
+is per release (pagerules.py: upstream vLLM for the plain vLLM build, vllm-ascend's own for
+an NPU stack):
 
-1. Page sizes (`model_executor/models/config.py`,
-   `HybridAttentionMambaModelConfig.verify_and_update_config`): a full-attention page holds
-   `block_size` tokens of K and V; a linear-attention (Gated DeltaNet) page holds one
-   sequence's whole recurrent state (`MambaSpec.page_size_bytes`, shapes from
-   `model_executor/layers/mamba/mamba_utils.py` `gated_delta_net_state_shape`, whose conv
-   state grows by the speculative tokens). For a hybrid model the attention block size is
-   raised to `kernel_block_alignment_size * cdiv(mamba_page, alignment * attn_page_1_token)`
-   (alignment 16 for full attention, 64 for MLA) and the state page is padded to exactly
-   the attention page (`cache_config.mamba_page_size_padded`).
+1. Page sizes. Upstream (`HybridAttentionMambaModelConfig.verify_and_update_config`, vLLM
+   0.17): a full-attention page holds `block_size` tokens of K and V; a linear-attention
+   (Gated DeltaNet) page holds one sequence's whole recurrent state (`MambaSpec`, shapes
+   from `mamba_utils.gated_delta_net_state_shape`, whose conv state grows by the speculative
+   tokens). The attention block is raised to `alignment x cdiv(state, alignment x K+V bytes
+   per token)` and the state page is padded to the attention page. vllm-ascend >= v0.16.0rc1
+   (`vllm_ascend/patch/platform/patch_mamba_config.py`) sizes the block from the K-only page
+   so that one block of K equals the SSM state (asserted), then pads every page up to the K+V
+   page + the conv state (`worker/model_runner_v1.py`, `page_size_padded`).
 2. Groups (`v1/core/kv_cache_utils.py`, `_get_kv_cache_groups_uniform_page_size`): layers
    of one kind are cut into groups of `group_size` layers, the fewest layers of any kind
-   (or the most, when max < 1.25 x min); the MTP drafter's attention layer counts with the
-   attention layers; a kind's layers are dealt out to its groups in turn. Layer i of
-   every group shares one tensor, so a block costs
+   (or the most, when max < balance x min; 1.25 up to vLLM 0.17, 1.5 later); the MTP
+   drafter's attention layer counts with the attention layers; a kind's layers are dealt
+   out to its groups in turn. Layer i of every group shares one tensor, so a block costs
    `page x group_size` bytes (`get_kv_cache_config_from_groups`: num_blocks =
    memory // page // group_size).
 3. Blocks per request (`v1/core/single_type_kv_cache_manager.py`; `max_memory_usage_bytes`
@@ -36,11 +38,9 @@ from dataclasses import dataclass
 
 from ascendctl.plan.layout import Layout
 from ascendctl.plan.modelcfg import DTYPE_BYTES, LINEAR, SLIDING, ModelConfig
+from ascendctl.plan.pagerules import K_ONLY, UPSTREAM, PageRule
 
 DEFAULT_BLOCK_SIZE = 128          # vllm-ascend's cache_config.block_size
-ATTENTION_ALIGNMENT = 16          # kernel_block_alignment_size, full attention (vLLM 0.17)
-MLA_ALIGNMENT = 64                # kernel_block_alignment_size, MLA backends other than CUTLASS
-GROUP_BALANCE = 1.25              # _get_kv_cache_groups_uniform_page_size's "magic number"
 MTP = "mtp_attention"             # the drafter's attention layer (same spec as full attention)
 
 
@@ -48,49 +48,100 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
+def kv_heads_per_rank(cfg: ModelConfig, layout: Layout) -> int:
+    """ModelConfig.get_num_kv_heads: KV heads split over TP, replicated beyond them."""
+    return max(1, cfg.num_kv_heads // layout.tp)
+
+
 def attention_bytes_per_token(cfg: ModelConfig, layout: Layout, kv_bytes: int) -> int:
     """FullAttentionSpec(block_size=1).page_size_bytes: K and V of the KV heads a rank holds
     (replicated when TP exceeds the KV heads); MLA keeps one latent, not split by TP."""
     if cfg.mla is not None:
         return (cfg.mla.kv_lora_rank + cfg.mla.qk_rope_head_dim) * kv_bytes
-    heads = max(1, cfg.num_kv_heads // layout.tp)
-    return 2 * heads * cfg.head_dim * kv_bytes
+    return 2 * kv_heads_per_rank(cfg, layout) * cfg.head_dim * kv_bytes
 
 
-def linear_state_bytes(cfg: ModelConfig, layout: Layout, dtype_bytes: int,
-                       num_spec: int) -> int:
-    """MambaSpec.page_size_bytes (unpadded) of one Gated DeltaNet layer: the conv state
-    (conv_dim / tp) x (conv_kernel - 1 + num_spec) in the model dtype plus the SSM state
+def linear_state_parts(cfg: ModelConfig, layout: Layout, dtype_bytes: int,
+                       num_spec: int) -> tuple[int, int]:
+    """(conv, SSM) bytes of one Gated DeltaNet layer's state on a rank: conv
+    (conv_dim / tp) x (conv_kernel - 1 + num_spec) in the model dtype, SSM
     (value_heads / tp) x value_dim x key_dim in mamba_ssm_dtype
     (mamba_utils.gated_delta_net_state_shape)."""
     la = cfg.linear
     if la is None:
-        return 0
+        return 0, 0
     conv = (la.conv_kernel - 1 + num_spec) * (la.conv_dim // layout.tp) * dtype_bytes
     ssm_bytes = DTYPE_BYTES.get(la.ssm_state_dtype or "", dtype_bytes)
     ssm = (la.num_value_heads // layout.tp) * la.key_head_dim * la.value_head_dim * ssm_bytes
-    return conv + ssm
+    return conv, ssm
+
+
+def linear_state_bytes(cfg: ModelConfig, layout: Layout, dtype_bytes: int,
+                       num_spec: int) -> int:
+    """MambaSpec.page_size_bytes (unpadded) of one Gated DeltaNet layer."""
+    return sum(linear_state_parts(cfg, layout, dtype_bytes, num_spec))
 
 
 @dataclass(frozen=True)
 class Pages:
     block_size: int              # tokens per attention block
     page_bytes: int              # one block of one layer (attention and padded state alike)
-    attention_token_bytes: int
+    attention_token_bytes: int   # K+V of one token
     state_bytes: int             # unpadded linear-attention state (0 without such layers)
+    conv_bytes: int = 0          # of which the conv state
+    ssm_bytes: int = 0           # of which the SSM (temporal) state
+    attention_page_bytes: int = 0  # block_size x K+V bytes, before any padding
+    aligned: bool = True         # False: vllm-ascend's "Cannot align ssm_page_size" assert
 
 
 def pages(cfg: ModelConfig, layout: Layout, *, kv_bytes: int, dtype_bytes: int,
-          num_spec: int) -> Pages:
-    """HybridAttentionMambaModelConfig.verify_and_update_config (vLLM 0.17)."""
+          num_spec: int, rule: PageRule = UPSTREAM) -> Pages:
+    """The attention block size and the common page of a layout under `rule`."""
     per_token = attention_bytes_per_token(cfg, layout, kv_bytes)
-    block_size = DEFAULT_BLOCK_SIZE
-    state = linear_state_bytes(cfg, layout, dtype_bytes, num_spec) if cfg.linear else 0
-    if state and LINEAR in cfg.layer_types:
-        alignment = MLA_ALIGNMENT if cfg.mla is not None else ATTENTION_ALIGNMENT
-        needed = alignment * cdiv(state, alignment * per_token)
-        block_size = max(block_size, needed)
-    return Pages(block_size, block_size * per_token, per_token, state)
+    conv, ssm = linear_state_parts(cfg, layout, dtype_bytes, num_spec)
+    state = conv + ssm
+    if not state or LINEAR not in cfg.layer_types:
+        page = DEFAULT_BLOCK_SIZE * per_token
+        return Pages(DEFAULT_BLOCK_SIZE, page, per_token, state, conv, ssm, page)
+    if rule.kind == K_ONLY:
+        return _k_only_pages(cfg, layout, kv_bytes, per_token, conv, ssm, rule)
+    return _whole_pages(cfg, per_token, conv, ssm, rule)
+
+
+def _whole_pages(cfg: ModelConfig, per_token: int, conv: int, ssm: int,
+                 rule: PageRule) -> Pages:
+    """Upstream HybridAttentionMambaModelConfig.verify_and_update_config (vLLM 0.17), and
+    vllm-ascend v0.14.0rc1-v0.15.x with alignment 128: one K+V block covers the whole state,
+    the state is padded to it."""
+    state = conv + ssm
+    alignment = rule.mla_alignment if cfg.mla is not None else rule.alignment
+    block = max(DEFAULT_BLOCK_SIZE, alignment * cdiv(state, alignment * per_token))
+    page = block * per_token
+    return Pages(block, page, per_token, state, conv, ssm, page)
+
+
+def _k_only_pages(cfg: ModelConfig, layout: Layout, kv_bytes: int, per_token: int,
+                  conv: int, ssm: int, rule: PageRule) -> Pages:
+    """vllm-ascend >= v0.16.0rc1, patch_mamba_config.verify_and_update_config: the larger
+    of the two state tensors is the "SSM page", the smaller the "conv page"; the attention
+    block is the smallest multiple of 128 tokens whose K-only page covers the SSM page (and
+    must equal it); the attention page (K+V) plus the conv page is the padded state page,
+    and model_runner_v1.get_kv_cache_spec pads every smaller attention page up to it."""
+    ssm_page, conv_page = max(conv, ssm), min(conv, ssm)
+    if cfg.mla is None:
+        k_token = kv_heads_per_rank(cfg, layout) * cfg.head_dim * kv_bytes
+    elif rule.mla_branch:
+        # v0.19.1rc1+: K page = kv_lora_rank, token page = kv_lora_rank + rope (1 KV head)
+        k_token = cfg.mla.kv_lora_rank * kv_bytes
+    else:
+        # before v0.19.1rc1 the head size of an MLA model (kv_lora_rank + rope) is used as
+        # written, and the attention page counts it twice (K and V)
+        k_token = (cfg.mla.kv_lora_rank + cfg.mla.qk_rope_head_dim) * kv_bytes
+        per_token = 2 * k_token
+    block = rule.alignment * cdiv(ssm_page, rule.alignment * k_token)
+    attention_page = block * per_token
+    return Pages(block, attention_page + conv_page, per_token, conv + ssm, conv, ssm,
+                 attention_page, aligned=k_token * block == ssm_page)
 
 
 @dataclass(frozen=True)
@@ -113,9 +164,10 @@ def spec_key(kind: str, cfg: ModelConfig) -> str:
     return kind
 
 
-def kv_cache_groups(cfg: ModelConfig, mtp_layers: int) -> list[Group]:
-    """_get_kv_cache_groups_uniform_page_size (kv_cache_utils.py, vLLM 0.17); a model of
-    one kind is one group (_get_kv_cache_groups_uniform_spec)."""
+def kv_cache_groups(cfg: ModelConfig, mtp_layers: int,
+                    balance: float = UPSTREAM.group_balance) -> list[Group]:
+    """_get_kv_cache_groups_uniform_page_size (kv_cache_utils.py); a model of one kind is
+    one group (_get_kv_cache_groups_uniform_spec)."""
     same_type: dict[str, list[int | str]] = {}
     for layer, kind in layer_kinds(cfg, mtp_layers):
         same_type.setdefault(spec_key(kind, cfg), []).append(layer)
@@ -124,7 +176,7 @@ def kv_cache_groups(cfg: ModelConfig, mtp_layers: int) -> list[Group]:
         return [Group(kind, tuple(layers))]
     counts = [len(layers) for layers in same_type.values()]
     group_size = min(counts)
-    if max(counts) < min(counts) * GROUP_BALANCE:
+    if max(counts) < min(counts) * balance:
         group_size = max(counts)
     groups = []
     for kind, layers in same_type.items():
@@ -179,9 +231,10 @@ class Allocation:
 
 def allocate(cfg: ModelConfig, layout: Layout, stage_layers: tuple[int, int], *,
              last_stage: bool, max_model_len: int, kv_bytes: int, dtype_bytes: int,
-             num_spec: int, mtp_layers: int) -> Allocation:
-    page = pages(cfg, layout, kv_bytes=kv_bytes, dtype_bytes=dtype_bytes, num_spec=num_spec)
-    groups = kv_cache_groups(cfg, mtp_layers)
+             num_spec: int, mtp_layers: int, rule: PageRule = UPSTREAM) -> Allocation:
+    page = pages(cfg, layout, kv_bytes=kv_bytes, dtype_bytes=dtype_bytes, num_spec=num_spec,
+                 rule=rule)
+    groups = kv_cache_groups(cfg, mtp_layers, rule.group_balance)
     here: set[int | str] = set(range(*stage_layers))
     if last_stage:
         here |= {f"mtp{i}" for i in range(mtp_layers)}

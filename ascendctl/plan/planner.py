@@ -8,8 +8,10 @@ from typing import Any
 from ascendctl.errors import AscendctlError
 from ascendctl.exitcodes import Exit
 from ascendctl.plan import memory as mem
+from ascendctl.plan.hbm import HbmTotal
 from ascendctl.plan.layout import Layout
 from ascendctl.plan.modelcfg import DTYPE_BYTES, ModelConfig
+from ascendctl.plan.pagerules import UPSTREAM, RuleChoice
 from ascendctl.plan.pp_split import PartitionError, stage_ranges
 from ascendctl.plan.quant import WeightFormat, weight_format
 from ascendctl.plan.weights import stage_weight_bytes, total_params
@@ -18,7 +20,7 @@ from ascendctl.plan.weights import stage_weight_bytes, total_params
 @dataclass(frozen=True)
 class Workload:
     """What the engine is asked to do, and the hardware it runs on (per NPU)."""
-    hbm_bytes: int
+    hbm: HbmTotal                # the total the engine budgets from, with its source
     gpu_memory_utilization: float
     max_model_len: int
     max_num_seqs: int
@@ -32,6 +34,17 @@ class Workload:
     watchdog_threshold: float | None = None
     npus_per_node: int = 8
     chip: str = ""
+    page_rule: RuleChoice = RuleChoice(UPSTREAM, "vllm", None, True)
+    prefix_caching: bool = False     # serving.enable_prefix_caching: true
+
+    @property
+    def hbm_bytes(self) -> int:
+        return self.hbm.total_bytes
+
+    @property
+    def budget_bytes(self) -> int:
+        """vllm-ascend's requested_memory: mem_get_info's total x gpu_memory_utilization."""
+        return int(self.hbm.total_bytes * self.gpu_memory_utilization)
 
 
 @dataclass
@@ -79,6 +92,9 @@ class StagePlan:
             "bytes_per_sequence": self.sequence["total"],
             "kv_block_size": self.sequence["block_size"],
             "kv_page_bytes": self.sequence["page_bytes"],
+            "kv_attention_page_bytes": self.sequence["attention_page_bytes"],
+            "conv_state_bytes": self.sequence["conv_state_bytes"],
+            "ssm_state_bytes": self.sequence["ssm_state_bytes"],
             "kv_groups": self.sequence["kv_groups"],
             "kv_blocks_per_sequence": self.sequence["blocks_per_sequence"],
             "max_sequences": self.max_seqs,
@@ -172,7 +188,7 @@ def plan_layout(cfg: ModelConfig, layout: Layout, work: Workload) -> LayoutPlan:
     mtp = work.mtp and cfg.mtp_layers > 0
     num_spec = work.num_speculative_tokens if work.mtp else 0
     hccl = len(mem.hccl_communicators(layout)) * 2 * work.hccl_buffsize_mb * mem.MIB
-    budget = int(work.hbm_bytes * work.gpu_memory_utilization)
+    budget = work.budget_bytes
     stages = []
     for stage, layers in enumerate(ranges):
         last = stage == layout.pp - 1
@@ -180,7 +196,7 @@ def plan_layout(cfg: ModelConfig, layout: Layout, work: Workload) -> LayoutPlan:
         seq = mem.sequence_bytes(cfg, layout, layers, max_model_len=work.max_model_len,
                                  kv_bytes=act_bytes, dtype_bytes=act_bytes,
                                  num_spec=num_spec, mtp_layers=cfg.mtp_layers if mtp else 0,
-                                 last_stage=last)
+                                 last_stage=last, rule=work.page_rule.rule)
         act = mem.activation_bytes(cfg, layout, layers,
                                    batched_tokens=work.max_num_batched_tokens,
                                    max_num_seqs=work.max_num_seqs, act_bytes=act_bytes,
@@ -194,13 +210,14 @@ def plan_layout(cfg: ModelConfig, layout: Layout, work: Workload) -> LayoutPlan:
 
 def _judge(plan: LayoutPlan, cfg: ModelConfig) -> None:
     work, layout = plan.workload, plan.layout
-    free = work.hbm_bytes - mem.DRIVER_RESERVED_BYTES
-    budget = int(work.hbm_bytes * work.gpu_memory_utilization)
+    free = work.hbm_bytes - mem.IDLE_USED_BYTES
+    budget = work.budget_bytes
     if budget > free:
         plan.problems.append(
             f"gpu_memory_utilization {work.gpu_memory_utilization} asks for {gib(budget)} of "
-            f"{gib(work.hbm_bytes)} per NPU, but only about {gib(free)} is free with the "
-            f"driver's {gib(mem.DRIVER_RESERVED_BYTES)}: vLLM refuses to start")
+            f"the {gib(work.hbm_bytes)} total per NPU, but only about {gib(free)} is free on "
+            f"an idle chip: vLLM refuses to start")
+    _judge_pages(plan, cfg)
     if layout.npus_per_node_used > work.npus_per_node:
         plan.problems.append(f"the layout needs {layout.npus_per_node_used} NPUs per node; "
                              f"nodes have {work.npus_per_node}")
@@ -215,7 +232,7 @@ def _judge(plan: LayoutPlan, cfg: ModelConfig) -> None:
                 f"{where}: weights {gib(stage.weight_bytes)} + activations "
                 f"{gib(stage.activation)} + HCCL buffers {gib(stage.hccl)} + runtime "
                 f"{gib(stage.runtime)} = {gib(stage.fixed_bytes)} exceed the "
-                f"{gib(stage.budget)} budget ({gib(work.hbm_bytes)} x "
+                f"{gib(stage.budget)} budget ({gib(work.hbm_bytes)} total x "
                 f"gpu_memory_utilization {work.gpu_memory_utilization}) by "
                 f"{gib(-stage.kv_budget)}")
         elif stage.max_seqs < 1:
@@ -239,12 +256,39 @@ def _judge(plan: LayoutPlan, cfg: ModelConfig) -> None:
                              "1 byte each, but vllm-ascend support is not verified")
     threshold = work.watchdog_threshold
     if threshold is not None:
-        steady = (budget + mem.DRIVER_RESERVED_BYTES) / work.hbm_bytes
+        # npu-smi's used/total, which the watchdog reads: the budget, what the runtime holds
+        # on an idle chip, and the HBM mem_get_info does not report
+        hidden = work.hbm.nominal_bytes - work.hbm.total_bytes
+        steady = (budget + mem.IDLE_USED_BYTES + hidden) / work.hbm.nominal_bytes
         if steady >= threshold:
             plan.warnings.append(
                 f"a running engine holds about {steady:.0%} of HBM (budget + driver), at or "
                 f"above hbm_watchdog_threshold {threshold:.0%}: the watchdog would restart a "
                 "healthy engine")
+
+
+def _judge_pages(plan: LayoutPlan, cfg: ModelConfig) -> None:
+    """What the release's page rule refuses or cannot vouch for."""
+    choice = plan.workload.page_rule
+    stage = plan.stages[0] if plan.stages else None
+    if stage is None or not stage.sequence["ssm_state_bytes"]:
+        return
+    target = " ".join(filter(None, (choice.engine, choice.release)))
+    if not stage.sequence["pages_aligned"]:
+        plan.problems.append(
+            f"{target} asserts 'Cannot align ssm_page_size and attn_page_size.' at start-up: "
+            f"the SSM state page ({stage.sequence['ssm_state_bytes']:,} B) is not one block "
+            f"of {stage.sequence['block_size']} tokens of K per rank")
+    if plan.workload.prefix_caching:
+        plan.warnings.append(
+            "enable_prefix_caching on a model with linear attention: vLLM switches "
+            "mamba_cache_mode to 'align', which holds more state blocks per sequence than "
+            "the plan counts")
+    if cfg.mla is not None and choice.engine == "vllm-ascend" and not choice.rule.mla_branch:
+        plan.warnings.append(
+            f"MLA + linear attention under vllm-ascend {choice.release}: this release pads "
+            "only non-MLA attention pages (the MLA branch came in v0.19.1rc1); the KV figures "
+            "are unverified")
 
 
 def candidate_layouts(cfg: ModelConfig, mode: str, nodes: int, npus_per_node: int
@@ -298,9 +342,15 @@ class Plan:
             "model": {"name": self.model.name, "source": self.model.source,
                       "description": self.model.describe(), "parameters": self.params,
                       "dtype": self.workload.dtype, "quantization": self.workload.quantization},
-            "hardware": {"chip": self.workload.chip, "hbm_per_npu_bytes": self.workload.hbm_bytes,
+            "hardware": {"chip": self.workload.chip,
+                         "hbm_per_npu_bytes": self.workload.hbm.nominal_bytes,
+                         "hbm_total_bytes": self.workload.hbm.total_bytes,
+                         "hbm_total_source": self.workload.hbm.source,
+                         "hbm_total_verified": self.workload.hbm.verified,
+                         "budget_bytes": self.workload.budget_bytes,
                          "npus_per_node": self.workload.npus_per_node,
                          "gpu_memory_utilization": self.workload.gpu_memory_utilization},
+            "kv_cache_rule": self.workload.page_rule.as_dict(),
             "requested": self.requested.as_dict(),
             "recommended": rec.as_dict() if rec else None,
             "candidates": [c.as_dict() for c in sorted(self.candidates, key=rank_key,

@@ -28,7 +28,7 @@ def layout_table(title: str, plan: LayoutPlan):
         ("activations (workspace)", [_gib(s.activation) for s in plan.stages]),
         ("HCCL buffers", [_gib(s.hccl) for s in plan.stages]),
         ("runtime reserve", [_gib(s.runtime) for s in plan.stages]),
-        ("budget (HBM x gpu-memory-utilization)", [_gib(s.budget) for s in plan.stages]),
+        ("budget (HBM total x gpu-memory-utilization)", [_gib(s.budget) for s in plan.stages]),
         ("KV budget", [_gib(s.kv_budget) for s in plan.stages]),
         ("KV + state per sequence", [f"{s.sequence['total'] / GIB:.3f}" for s in plan.stages]),
         (f"max sequences at {plan.workload.max_model_len} tokens",
@@ -39,6 +39,19 @@ def layout_table(title: str, plan: LayoutPlan):
     return table
 
 
+def pages_line(plan: LayoutPlan) -> str:
+    seq = plan.stages[0].sequence if plan.stages else None
+    if seq is None:
+        return "KV cache: no stages"
+    text = (f"KV cache per NPU: blocks of {seq['block_size']} tokens, page "
+            f"{seq['page_bytes']:,} B")
+    if seq["ssm_state_bytes"]:
+        text += (f" (attention {seq['attention_page_bytes']:,} B; state: SSM "
+                 f"{seq['ssm_state_bytes']:,} B + conv {seq['conv_state_bytes']:,} B)")
+    return (text + f", {seq['kv_groups']} group(s) of {seq['group_size']} layers, "
+            f"{seq['blocks_per_sequence']} blocks per sequence")
+
+
 def print_plan(plan: Plan, console) -> None:
     from rich.table import Table
 
@@ -46,13 +59,15 @@ def print_plan(plan: Plan, console) -> None:
     console.print(f"model: {plan.model.name} ({plan.model.describe()}; "
                   f"{plan.params / 1e9:.1f}B parameters with MTP) as {work.quantization}"
                   f"/{work.dtype}")
-    console.print(f"hardware: {work.chip}, {work.hbm_bytes / GIB:.0f} GiB HBM per NPU, "
-                  f"{work.npus_per_node} NPUs per node; gpu-memory-utilization "
-                  f"{work.gpu_memory_utilization}, max_model_len {work.max_model_len}, "
-                  f"max_num_seqs {work.max_num_seqs}")
+    console.print(f"hardware: {work.chip}, {work.npus_per_node} NPUs per node; "
+                  f"gpu-memory-utilization {work.gpu_memory_utilization}, max_model_len "
+                  f"{work.max_model_len}, max_num_seqs {work.max_num_seqs}", markup=False)
+    console.print(f"HBM total: {work.hbm.describe()}", markup=False)
+    console.print(f"KV cache rule: {work.page_rule.describe()}", markup=False)
     req = plan.requested
     verdict = "fits" if req.fits else "DOES NOT FIT"
     console.print(layout_table(f"requested: {req.layout.describe()} - {verdict}", req))
+    console.print(pages_line(req), markup=False)
     console.print(f"max concurrent sequences at {work.max_model_len} tokens: "
                   f"{req.max_seqs_per_replica} per replica x {req.layout.dp} replica(s) = "
                   f"{req.max_seqs_total}")

@@ -92,7 +92,10 @@ def test_bf16_on_two_a2_is_refused_with_the_numbers(tmp_path):
     err = caught.value
     assert err.exit_code == Exit.FAILED
     message = str(err)
-    assert "GiB" in message and "max_num_seqs 16" in message
+    # 48.4 GiB of weights + 8.5 GiB of workspace, HCCL and runtime exceed the 54.86 GiB
+    # budget (60.96 GiB total x 0.9): not even one sequence
+    assert "exceed the 54.9 GiB budget (61.0 GiB total x gpu_memory_utilization 0.9)" \
+        in message
     assert "Needs 4 nodes" in message
     plan = err.plan
     assert plan.requested.weights_per_npu > 45 * GIB
@@ -134,11 +137,19 @@ def test_cli_json_for_the_example():
                                                "--data-parallel-size-local", "1"]
 
 
-def test_too_high_gpu_memory_utilization_is_refused(tmp_path):
-    inv = make_inventory(tmp_path, lambda d: serving(d).update(gpu_memory_utilization=0.97))
-    plan = plan_inventory(inv)
-    assert not plan.requested.fits
-    assert any("vLLM refuses to start" in p for p in plan.requested.problems)
+@pytest.mark.parametrize("chip, utilization, refused", [
+    ("910B3", 0.99, False), ("910B4", 0.98, False), ("910B4", 0.99, True)])
+def test_too_high_gpu_memory_utilization_is_refused(tmp_path, chip, utilization, refused):
+    """vllm-ascend refuses when mem_get_info's free memory (0.36 GiB below the total on an
+    idle chip: 60.6 of 60.96 GiB, vllm-ascend#10700) is below total x utilization. 910B3:
+    0.99 x 60.96 = 60.35 GiB <= 60.6 (starts). 910B4 (28.96 GiB total, 28.60 free):
+    0.98 -> 28.38 (starts), 0.99 -> 28.67 (refused)."""
+    def edit(data):
+        data["all"]["vars"]["cluster"]["chip"] = chip
+        serving(data).update(gpu_memory_utilization=utilization)
+
+    problems = plan_inventory(make_inventory(tmp_path, edit)).requested.problems
+    assert any("vLLM refuses to start" in p for p in problems) is refused
 
 
 def test_lab_tiny_model_plans_from_its_config_json(tmp_path):
