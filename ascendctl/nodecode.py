@@ -57,28 +57,34 @@ def _parents(name: str) -> list[str]:
     return [".".join(parts[:i]) for i in range(1, len(parts))]
 
 
-class _Imports(ast.NodeVisitor):
-    """(line, dotted name, imported names or None) of every import, TYPE_CHECKING aside."""
+def _type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or \
+        (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
-    def __init__(self) -> None:
-        self.found: list[tuple[int, str, int, tuple[str, ...] | None]] = []
 
-    def visit_If(self, node: ast.If) -> None:
-        test = node.test
-        if (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or \
-                (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"):
-            for child in node.orelse:
-                self.visit(child)
-            return
-        self.generic_visit(node)
-
-    def visit_Import(self, node: ast.Import) -> None:
-        for alias in node.names:
-            self.found.append((node.lineno, alias.name, 0, None))
-
-    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
-        self.found.append((node.lineno, node.module or "", node.level,
-                           tuple(alias.name for alias in node.names)))
+def _imports(tree: ast.Module) -> list[tuple[int, str, int, tuple[str, ...] | None]]:
+    """(line, module, level, imported names or None) of every import statement, at any
+    depth (a function's lazy import too), except under `if TYPE_CHECKING:`. Only
+    statements are walked: an import is never inside an expression."""
+    found: list[tuple[int, str, int, tuple[str, ...] | None]] = []
+    pending: list[ast.stmt] = list(tree.body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name, 0, None) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            found.append((node.lineno, node.module or "", node.level,
+                          tuple(alias.name for alias in node.names)))
+        elif isinstance(node, ast.If) and _type_checking(node.test):
+            pending += node.orelse
+        else:
+            for name in ("body", "orelse", "finalbody"):
+                pending += getattr(node, name, None) or []
+            for handler in getattr(node, "handlers", None) or []:
+                pending += handler.body
+            for case in getattr(node, "cases", None) or []:
+                pending += case.body
+    return sorted(found)
 
 
 class NodeCode:
@@ -88,6 +94,7 @@ class NodeCode:
         self.search_path = tuple(Path(p) for p in search_path)
         self.packages = tuple(packages)
         self._modules: dict[str, NodeModule | None] = {}
+        self._trees: dict[Path, ast.Module] = {}
 
     def shipped(self, name: str) -> bool:
         return any(_within(name, package) for package in self.packages)
@@ -121,14 +128,16 @@ class NodeCode:
                                 f"under {', '.join(map(str, self.search_path))})")
         return found
 
+    def _tree(self, path: Path) -> ast.Module:
+        if path not in self._trees:
+            self._trees[path] = ast.parse(path.read_bytes(), filename=str(path))
+        return self._trees[path]
+
     def imports_of(self, module: NodeModule) -> list[str]:
         """The node modules MODULE imports (ShippingError for any import that would not
         be there on a node)."""
-        tree = ast.parse(module.source(), filename=str(module.path))
-        visitor = _Imports()
-        visitor.visit(tree)
         needed: list[str] = []
-        for line, target, level, names in visitor.found:
+        for line, target, level, names in _imports(self._tree(module.path)):
             where = f"{module.relative_path}:{line}"
             if level:
                 base = module.name if module.is_package else module.name.rpartition(".")[0]
@@ -183,9 +192,8 @@ class NodeCode:
         for path in sorted(base.path.parent.glob("*.py")):
             if path.name == "__init__.py":
                 continue
-            tree = ast.parse(path.read_bytes(), filename=str(path))
             if any(isinstance(node, ast.FunctionDef) and node.name in ENTRY_FUNCTIONS
-                   for node in tree.body):
+                   for node in self._tree(path).body):
                 found.append(f"{package}.{path.stem}")
         return tuple(found)
 

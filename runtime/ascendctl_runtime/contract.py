@@ -125,7 +125,7 @@ class SupervisorConfig(Record):
     def validate(self) -> None:
         if self.max_attempts < 1:
             raise InvalidField("max_attempts", "must be at least 1")
-        nodes = [spec.node for spec in self.ranks]
+        nodes = {spec.node for spec in self.ranks}
         for index, (node, _unit) in enumerate(self.steps):
             if node not in nodes:
                 raise InvalidField(f"steps[{index}][0]", f"{excerpt(node)} is none of the ranks")

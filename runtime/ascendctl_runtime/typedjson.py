@@ -14,7 +14,7 @@ import dataclasses
 import difflib
 import json
 import typing
-from typing import Any, Dict, Tuple, Type, TypeVar
+from typing import Any, Callable, Dict, Tuple, Type, TypeVar
 
 # field(metadata=OMIT_WHEN_NONE): the key is left out while its value is None
 OMIT_WHEN_NONE = {"omit_when_none": True}
@@ -33,7 +33,8 @@ class ContractError(ValueError):
 
 
 class InvalidField(ValueError):
-    """Raised by a Record's validate(): KEY holds a value of the right type that is wrong."""
+    """KEY holds a value of the wrong type, or (raised by a Record's validate()) of the
+    right type but unusable."""
 
     def __init__(self, key: str, reason: str):
         super().__init__(f"{key}: {reason}")
@@ -61,11 +62,9 @@ class Record:
     @classmethod
     def from_dict(cls: Type[R], data: Any, source: str = "") -> R:
         try:
-            record = _decode_record(cls, data, "")
+            record = _decoder(cls)(data, "")
             record.validate()
         except InvalidField as err:
-            raise ContractError(source, err.key, err.reason) from None
-        except _Mismatch as err:
             raise ContractError(source, err.key, err.reason) from None
         return record
 
@@ -84,12 +83,6 @@ class Record:
             return cls.from_json(handle.read(), path)
 
 
-class _Mismatch(Exception):
-    def __init__(self, key: str, reason: str):
-        super().__init__(key, reason)
-        self.key, self.reason = key, reason
-
-
 def _encode(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         data = {}
@@ -106,15 +99,6 @@ def _encode(value: Any) -> Any:
     return value
 
 
-_HINTS: Dict[type, Dict[str, Any]] = {}
-
-
-def _hints(cls: type) -> Dict[str, Any]:
-    if cls not in _HINTS:
-        _HINTS[cls] = typing.get_type_hints(cls)
-    return _HINTS[cls]
-
-
 def _join(prefix: str, key: str) -> str:
     return f"{prefix}.{key}" if prefix else key
 
@@ -127,79 +111,135 @@ def _type_name(value: Any) -> str:
     return _TYPE_NAMES.get(type(value), type(value).__name__)
 
 
-def _decode_record(cls: type, data: Any, prefix: str) -> Any:
-    if not isinstance(data, dict):
-        raise _Mismatch(prefix, f"expected an object, got {_type_name(data)}")
-    fields = {item.name: item for item in dataclasses.fields(cls)}
-    unknown = sorted(str(key) for key in data if key not in fields)
-    if unknown:
-        near = difflib.get_close_matches(unknown[0], list(fields), n=1)
-        raise _Mismatch(_join(prefix, unknown[0][:EXCERPT_CHARS]), "unknown key" +
-                        (f" (did you mean {near[0]}?)" if near else ""))
-    hints = _hints(cls)
-    values = {}
-    for name, item in fields.items():
-        key = _join(prefix, name)
-        if name not in data:
-            if item.default is dataclasses.MISSING and \
-                    item.default_factory is dataclasses.MISSING:
-                raise _Mismatch(key, "missing")
-            continue
-        values[name] = _decode(hints[name], data[name], key)
-    return cls(**values)
+def _got(value: Any) -> str:
+    return _type_name(value) if value is None else f"{_type_name(value)} {excerpt(value)}"
 
 
-def _decode(hint: Any, value: Any, key: str) -> Any:
-    origin = typing.get_origin(hint)
-    args = typing.get_args(hint)
+# One decoder per type, built once: (value, key) -> the value as the type holds it, or
+# InvalidField naming the key.
+Decoder = Callable[[Any, str], Any]
+_DECODERS: Dict[Any, Decoder] = {}
+
+
+def _decoder(hint: Any) -> Decoder:
+    found = _DECODERS.get(hint)
+    if found is None:
+        found = _DECODERS[hint] = _build(hint)
+    return found
+
+
+def _build(hint: Any) -> Decoder:
     if hint is Any:
-        return value
-    if origin is typing.Union:
-        if value is None:
-            if type(None) in args:
-                return None
-            raise _Mismatch(key, "must not be null")
-        inner = [arg for arg in args if arg is not type(None)]
-        if len(inner) != 1:
-            raise TypeError(f"{key}: only Optional[X] unions are supported")
-        return _decode(inner[0], value, key)
-    if origin is typing.Literal:
-        if value not in args or isinstance(value, bool) != isinstance(args[0], bool):
-            raise _Mismatch(key, f"must be one of {', '.join(json.dumps(a) for a in args)}, "
-                                 f"got {excerpt(value)}")
-        return value
-    if origin in (list, tuple):
-        if not isinstance(value, list):
-            raise _Mismatch(key, f"expected a list, got {_type_name(value)}")
-        if origin is list:
-            return [_decode(args[0], inner, f"{key}[{i}]") for i, inner in enumerate(value)]
-        if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(_decode(args[0], inner, f"{key}[{i}]") for i, inner in enumerate(value))
-        if len(value) != len(args):
-            raise _Mismatch(key, f"expected a list of {len(args)}, got {len(value)} item(s)")
-        return tuple(_decode(arg, inner, f"{key}[{i}]")
-                     for i, (arg, inner) in enumerate(zip(args, value)))
-    if origin is dict:
-        if not isinstance(value, dict):
-            raise _Mismatch(key, f"expected an object, got {_type_name(value)}")
-        return {name: _decode(args[1], inner, f"{key}.{name}") for name, inner in value.items()}
+        return lambda value, key: value
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):
-        return _decode_record(hint, value, key)
-    return _decode_scalar(hint, value, key)
+        return _record_decoder(hint)
+    if hint in _SCALARS:
+        return _scalar_decoder(hint)
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is typing.Union:
+        inner = [arg for arg in args if arg is not type(None)]
+        if len(inner) != 1 or len(args) != 2:
+            raise TypeError(f"only Optional[X] unions are supported, not {hint!r}")
+        return _optional_decoder(_decoder(inner[0]))
+    if origin is typing.Literal:
+        return _literal_decoder(args)
+    if origin is list:
+        return _list_decoder(_decoder(args[0]))
+    if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+        return _tuple_decoder(_decoder(args[0]))
+    if origin is tuple:
+        return _pair_decoder(tuple(_decoder(arg) for arg in args))
+    if origin is dict:
+        return _dict_decoder(_decoder(args[1]))
+    raise TypeError(f"unsupported field type {hint!r}")
 
 
 _SCALARS: Dict[type, Tuple[type, ...]] = {bool: (bool,), int: (int,), float: (int, float),
                                           str: (str,)}
 
 
-def _decode_scalar(hint: Any, value: Any, key: str) -> Any:
-    accepted = _SCALARS.get(hint)
-    if accepted is None:
-        raise TypeError(f"{key}: unsupported field type {hint!r}")
-    if not isinstance(value, accepted) or (isinstance(value, bool) and hint is not bool):
-        got = _type_name(value) if value is None else f"{_type_name(value)} {excerpt(value)}"
-        raise _Mismatch(key, f"expected {_TYPE_NAMES[hint]}, got {got}")
-    if hint is float:
-        return float(value)     # JSON has one kind of number: 5 is a float field's 5.0
-    return value
+def _scalar_decoder(hint: type) -> Decoder:
+    accepted, expected = _SCALARS[hint], _TYPE_NAMES[hint]
 
+    def decode(value: Any, key: str) -> Any:
+        if type(value) not in accepted:     # exact: a boolean is no integer
+            raise InvalidField(key, f"expected {expected}, got {_got(value)}")
+        # JSON has one kind of number: 5 is a float field's 5.0
+        return float(value) if hint is float else value
+    return decode
+
+
+def _optional_decoder(inner: Decoder) -> Decoder:
+    return lambda value, key: None if value is None else inner(value, key)
+
+
+def _literal_decoder(allowed: Tuple[Any, ...]) -> Decoder:
+    spelled = ", ".join(json.dumps(choice) for choice in allowed)
+
+    def decode(value: Any, key: str) -> Any:
+        if not any(type(value) is type(choice) and value == choice for choice in allowed):
+            raise InvalidField(key, f"must be one of {spelled}, got {excerpt(value)}")
+        return value
+    return decode
+
+
+def _require(value: Any, kind: type, key: str) -> None:
+    if type(value) is not kind:
+        raise InvalidField(key, f"expected {_TYPE_NAMES[kind]}, got {_type_name(value)}")
+
+
+def _list_decoder(inner: Decoder) -> Decoder:
+    def decode(value: Any, key: str) -> Any:
+        _require(value, list, key)
+        return [inner(item, f"{key}[{i}]") for i, item in enumerate(value)]
+    return decode
+
+
+def _tuple_decoder(inner: Decoder) -> Decoder:
+    def decode(value: Any, key: str) -> Any:
+        _require(value, list, key)
+        return tuple(inner(item, f"{key}[{i}]") for i, item in enumerate(value))
+    return decode
+
+
+def _pair_decoder(inners: Tuple[Decoder, ...]) -> Decoder:
+    def decode(value: Any, key: str) -> Any:
+        _require(value, list, key)
+        if len(value) != len(inners):
+            raise InvalidField(key, f"expected a list of {len(inners)}, got {len(value)} item(s)")
+        return tuple(inner(item, f"{key}[{i}]")
+                     for i, (inner, item) in enumerate(zip(inners, value)))
+    return decode
+
+
+def _dict_decoder(inner: Decoder) -> Decoder:
+    def decode(value: Any, key: str) -> Any:
+        _require(value, dict, key)
+        return {name: inner(item, f"{key}.{name}") for name, item in value.items()}
+    return decode
+
+
+def _record_decoder(cls: type) -> Decoder:
+    fields = {item.name: item for item in dataclasses.fields(cls)}
+    required = [name for name, item in fields.items()
+                if item.default is dataclasses.MISSING
+                and item.default_factory is dataclasses.MISSING]
+    decoders: Dict[str, Decoder] = {}      # filled on first use: a record may nest itself
+
+    def decode(value: Any, prefix: str) -> Any:
+        if type(value) is not dict:
+            raise InvalidField(prefix, f"expected an object, got {_type_name(value)}")
+        if not decoders:
+            hints = typing.get_type_hints(cls)
+            decoders.update((name, _decoder(hints[name])) for name in fields)
+        unknown = sorted(str(key) for key in value if key not in fields)
+        if unknown:
+            near = difflib.get_close_matches(unknown[0], list(fields), n=1)
+            raise InvalidField(_join(prefix, unknown[0][:EXCERPT_CHARS]), "unknown key" +
+                            (f" (did you mean {near[0]}?)" if near else ""))
+        for name in required:
+            if name not in value:
+                raise InvalidField(_join(prefix, name), "missing")
+        return cls(**{name: decoders[name](item, _join(prefix, name))
+                      for name, item in value.items()})
+    return decode
