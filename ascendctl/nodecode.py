@@ -40,9 +40,8 @@ class NodeModule:
     @property
     def relative_path(self) -> str:
         """Where it goes under a directory on sys.path: ascendctl/facts/npu_smi.py."""
-        parts = self.name.split(".")
-        return "/".join(parts + ["__init__.py"] if self.is_package else parts) + \
-            ("" if self.is_package else ".py")
+        path = self.name.replace(".", "/")
+        return f"{path}/__init__.py" if self.is_package else f"{path}.py"
 
     def source(self) -> bytes:
         return self.path.read_bytes()

@@ -15,6 +15,7 @@ reads them with the same class. Field order is the order of the keys in the file
 from dataclasses import dataclass, field
 from typing import Dict, List, Literal, Optional, Tuple, Type
 
+from ascendctl_runtime.gangrules import RANK_START_WAIT_S, SETTLE_S
 from ascendctl_runtime.layout import (
     AGENT_CONFIG, ENGINE_CONFIG, ENGINE_UNIT, RAY_CONFIG, SUPERVISOR_CONFIG, WATCHDOG_CONFIG,
 )
@@ -111,8 +112,8 @@ class SupervisorConfig(Record):
     probe_timeout_s: float = 10.0
     probe_failure_s: float = 30.0
     startup_timeout_s: float = 1800.0
-    rank_start_wait_s: float = 60.0
-    settle_s: float = 5.0
+    rank_start_wait_s: float = float(RANK_START_WAIT_S)
+    settle_s: float = SETTLE_S
     max_attempts: int = 3
     backoff_s: float = 10.0
     backoff_max_s: float = 300.0
