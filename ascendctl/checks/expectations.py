@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from ascendctl_runtime.layout import ENGINE_UNIT
+
 
 @dataclass(frozen=True)
 class PinnedVersions:
@@ -53,7 +55,7 @@ class EngineExpectation:
     archive_error: str | None = None     # the archive cannot be read
     packages: Mapping[str, str] = field(default_factory=dict)   # venv: wheelhouse name -> version
     wheelhouse_error: str | None = None
-    own_unit: str = "ascendctl-engine.service"
+    own_unit: str = ENGINE_UNIT
     own_container: str = "ascendctl-engine"
     allow_own: bool = True               # our own engine may hold the NPUs (re-deploy)
     unsafe: tuple[str, ...] = ()         # acknowledged unsafe options (engine.allow_unsafe)

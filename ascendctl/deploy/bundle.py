@@ -1,36 +1,30 @@
-"""The node-side runtime each release carries: ascendctl_runtime plus the pure facts parsers.
+"""The node-side runtime each release carries under `<release>/runtime/`: every entry point
+of ascendctl_runtime (the units' launcher, watchdog, exporter, supervisor, the probe, ...)
+and the node code they import, found from their imports (ascendctl/nodecode.py), facts
+parsers included.
 
-Both are standard-library Python, so they run on whatever Python the node has; the
+All of it is standard-library Python, so it runs on whatever Python the node has; the
 exporter and the watchdog read npu-smi with the same parsers as preflight.
 """
 
 from __future__ import annotations
 
 import importlib.util
-from functools import lru_cache, cache
-from pathlib import Path
+from functools import cache, lru_cache
 from types import ModuleType
 
-from ascendctl.paths import PACKAGE_DIR, runtime_dir
+from ascendctl.nodecode import installed
+from ascendctl.paths import runtime_dir
 from ascendctl.render.files import RenderedFile
-
-RUNTIME_PREFIX = "runtime"
-
-
-def _python_files(directory: Path) -> list[Path]:
-    return sorted(p for p in directory.glob("*.py") if p.is_file())
+from ascendctl_runtime.layout import RUNTIME_DIR
 
 
 @lru_cache(maxsize=1)
 def runtime_bundle() -> tuple[RenderedFile, ...]:
     """Files under `<release>/runtime/` (PYTHONPATH of the units)."""
-    files = [RenderedFile(f"{RUNTIME_PREFIX}/ascendctl_runtime/{p.name}", p.read_bytes())
-             for p in _python_files(runtime_dir())]
-    files.append(RenderedFile(f"{RUNTIME_PREFIX}/ascendctl/__init__.py",
-                              (PACKAGE_DIR / "__init__.py").read_bytes()))
-    files += [RenderedFile(f"{RUNTIME_PREFIX}/ascendctl/facts/{p.name}", p.read_bytes())
-              for p in _python_files(PACKAGE_DIR / "facts")]
-    return tuple(files)
+    code = installed()
+    return tuple(RenderedFile(f"{RUNTIME_DIR}/{module.relative_path}", module.source())
+                 for module in code.closure(code.entry_points()))
 
 
 @cache

@@ -14,10 +14,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
 
+from ascendctl_runtime.gangrules import RANK_START_WAIT_S, SETTLE_S
+
 from ascendctl.deploy.nodestate import UnitState
 from ascendctl.errors import AscendctlError
 from ascendctl.render.files import release_dir
-from ascendctl.render.timeouts import RANK_START_WAIT_S
+from ascendctl.render.health import coordination_port
 from ascendctl.transport.errors import ConnectError
 
 if TYPE_CHECKING:
@@ -25,7 +27,6 @@ if TYPE_CHECKING:
     from ascendctl.transport.remote import Remote
     from ascendctl.transport.results import CommandResult
 
-SETTLE_S = 5.0           # a follower must stay active this long to count as started
 POLL_S = 2.0
 PROBE_TIMEOUT_S = 120.0  # one readiness request (a cold first completion can be slow)
 
@@ -64,15 +65,6 @@ class ProbeAnswer:
                            seconds=float(seconds) if isinstance(seconds, (int, float))
                            else None)
         return cls(ready=False, error=stderr.strip()[-300:] or "no answer")
-
-
-def coordination_port(inv: "Inventory") -> Optional[int]:
-    """The port the head listens on for its peers once its engine is up (None: none)."""
-    s = inv.serving
-    many = len(inv.hosts) > 1
-    return {"mp": s.master_port if many else None,
-            "dp": s.data_parallel_rpc_port if many else None,
-            "ray": s.ray_port}[s.mode]
 
 
 class EngineControl:

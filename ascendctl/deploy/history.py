@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ascendctl_runtime.layout import ALL_UNITS
+
 from ascendctl.deploy.nodestate import NodeState
-from ascendctl.deploy.release import ALL_UNITS
 from ascendctl.inventory import Inventory
 
 if TYPE_CHECKING:

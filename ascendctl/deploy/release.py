@@ -14,21 +14,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ascendctl_runtime.layout import ENGINE_UNITS, SIDE_UNITS, UNITS_DIR
+
 from ascendctl.deploy.bundle import runtime_bundle
 from ascendctl.engine.identity import EngineIdentity
 from ascendctl.inventory import Inventory
 from ascendctl.render.files import RenderedFile, release_dir
-from ascendctl.render.health import SUPERVISOR_UNIT
-from ascendctl.render.release import (
-    ENGINE_UNIT, EXPORTER_UNIT, RAY_UNIT, WATCHDOG_UNIT, render_release,
-)
+from ascendctl.render.release import render_release
 
 ID_PLACEHOLDER = "r-000000000000"
-ENGINE_UNITS = (RAY_UNIT, ENGINE_UNIT)          # rank-ordered, in this start order
-# Per node, no ordering; started once the release serves. The exporter carries the node
-# agent, the supervisor (head only) the gang recovery: deploy stops it before any engine.
-SIDE_UNITS = (EXPORTER_UNIT, WATCHDOG_UNIT, SUPERVISOR_UNIT)
-ALL_UNITS = ENGINE_UNITS + SIDE_UNITS
+# ENGINE_UNITS start rank-ordered, in that order. SIDE_UNITS: per node, no ordering; started
+# once the release serves. The exporter carries the node agent, the supervisor (head only)
+# the gang recovery.
 
 
 @dataclass(frozen=True)
@@ -107,8 +104,8 @@ def plan_release(inv: Inventory, *, secrets: Mapping[str, str] | None = None,
         extra.append(engine.release_component())
     release_id = "r-" + _digest(probe, extra)[:12]
     files = render(release_id)
-    names = {node: {f.path.removeprefix("units/") for f in node_files
-                    if f.path.startswith("units/")} for node, node_files in files.items()}
+    names = {node: {f.path.removeprefix(f"{UNITS_DIR}/") for f in node_files
+                    if f.path.startswith(f"{UNITS_DIR}/")} for node, node_files in files.items()}
     return ReleasePlan(
         release_id=release_id, files=files,
         engine_units={node: tuple(u for u in ENGINE_UNITS if u in names[node])

@@ -6,7 +6,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from ascendctl.deploy.release import ALL_UNITS
+from ascendctl_runtime.layout import ALL_UNITS
+
 from ascendctl.errors import InputError
 from ascendctl.inventory import Inventory
 from ascendctl.transport.nodecall import NodeCallError, call_node

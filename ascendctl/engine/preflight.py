@@ -14,11 +14,12 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ascendctl_runtime.layout import ENGINE_UNIT
+
 from ascendctl.checks.expectations import EngineExpectation
 from ascendctl.errors import AscendctlError
 from ascendctl.inventory import Inventory
 from ascendctl.render.container import CONTAINER_NAME
-from ascendctl.render.release import ENGINE_UNIT
 
 WHEEL_RE = re.compile(r"^(?P<name>[A-Za-z0-9_.]+)-(?P<version>[^-]+)-")
 

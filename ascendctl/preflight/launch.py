@@ -6,9 +6,11 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass
 
+from ascendctl_runtime.layout import UNIT_PREFIX
+
 from ascendctl.inventory import Host, Inventory
 
-OWN_UNIT_PREFIX = "ascendctl-"     # ascendctl-engine/ray/exporter/watchdog.service
+OWN_UNIT_PREFIX = UNIT_PREFIX      # ascendctl-engine/ray/exporter/watchdog.service
 PROXY_UNIT = "nginx.service"        # the gateway's reverse proxy (serving.proxy)
 
 

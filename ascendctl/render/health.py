@@ -9,26 +9,22 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 from collections.abc import Mapping
 from typing import Any, Optional
 
+from ascendctl_runtime import gangrules, layout
+from ascendctl_runtime.contract import AgentConfig, RankSpec, SupervisorConfig
+from ascendctl_runtime.layout import ENGINE_UNIT, RAY_UNIT, SUPERVISOR_UNIT
 from ascendctl_runtime.nodeutil import http_url
 
 from ascendctl.inventory import Host, Inventory
-from ascendctl.render import timeouts
 from ascendctl.render.files import REDACTED, RenderedFile
 from ascendctl.render.jinja import render_template
 
-ENGINE_UNIT = "ascendctl-engine.service"
-RAY_UNIT = "ascendctl-ray.service"
-SUPERVISOR_UNIT = "ascendctl-supervisor.service"
-TOKEN_KEY = "ASCENDCTL_HEALTH_TOKEN"
+TOKEN_KEY = layout.HEALTH_TOKEN_VAR
 AGENT_INTERVAL_S = 2.0
 SUPERVISOR_TICK_S = 2.0
 PLAN_TTL_S = 30.0
-# The same settle time deploy's rank-ordered start waits (ascendctl/deploy/switch.py).
-RANK_SETTLE_S = 5.0
 STATE_TIMEOUT_S = 3.0
 # Without an API key or serving.health.token there is no secret to sign plans with.
 UNAUTHENTICATED_KEY = b"ascendctl-health-no-secret"
@@ -47,13 +43,12 @@ def node_engine_units(inv: Inventory, host: Host) -> list[str]:
 
 
 def coordination_port(inv: Inventory) -> Optional[int]:
-    """The port the head listens on before its followers join (as deploy waits for it)."""
+    """The port the head of INV's serving group (a group view) listens on for its
+    followers (gangrules.py: the deploy and the supervisor wait for it)."""
     s = inv.serving
-    if s.mode == "ray":
-        return s.ray_port
-    if len(inv.hosts) < 2:
-        return None
-    return s.master_port if s.mode == "mp" else s.data_parallel_rpc_port
+    return gangrules.coordination_port(s.mode, len(inv.hosts), master_port=s.master_port,
+                                       data_parallel_rpc_port=s.data_parallel_rpc_port,
+                                       ray_port=s.ray_port)
 
 
 def plan_token(inv: Inventory, secrets: Mapping[str, str] | None) -> Optional[str]:
@@ -85,79 +80,69 @@ def warnings(inv: Inventory) -> list[str]:
     return found
 
 
-def _json(data: Any) -> bytes:
-    return (json.dumps(data, indent=2) + "\n").encode()
-
-
 def agent_url(inv: Inventory, host: Host, path: str) -> str:
     return http_url(host.address, inv.deploy.exporter_port, path)
 
 
 def exporter_argv(inv: Inventory, release: str, listen: str) -> list[str]:
     return [inv.deploy.python, "-m", "ascendctl_runtime.exporter", "--listen", listen,
-            "--port", str(inv.deploy.exporter_port), "--agent", f"{release}/agent.json"]
+            "--port", str(inv.deploy.exporter_port),
+            "--agent", layout.in_release(release, layout.AGENT_CONFIG)]
 
 
-def agent_config(inv: Inventory, host: Host, release: str, release_id: str) -> dict[str, Any]:
-    """The keys ascendctl_runtime.agent.AgentConfig reads (it rejects unknown ones)."""
-    return {
-        "cluster": inv.cluster.name, "node": host.name, "rank": host.rank,
-        "release": release_id, "root": inv.deploy.root,
-        "units": node_engine_units(inv, host),
-        "plan_url": agent_url(inv, inv.head, "/health/plan"),
-        "secrets_file": f"{release}/secrets.env",
-        "coordination_port": coordination_port(inv) if host.is_head else None,
-        "is_head": host.is_head,
-        "interval_s": AGENT_INTERVAL_S,
-        "stop_grace_s": float(inv.serving.health.stop_grace_s),
-        "plan_ttl_s": PLAN_TTL_S,
-        "npu_cache_s": 3.0,
-    }
+def agent_config(inv: Inventory, host: Host, release: str, release_id: str) -> AgentConfig:
+    return AgentConfig(
+        cluster=inv.cluster.name, node=host.name, rank=host.rank, release=release_id,
+        root=inv.deploy.root, units=node_engine_units(inv, host),
+        plan_url=agent_url(inv, inv.head, "/health/plan"),
+        secrets_file=layout.in_release(release, layout.SECRETS_ENV),
+        coordination_port=coordination_port(inv) if host.is_head else None,
+        is_head=host.is_head, interval_s=AGENT_INTERVAL_S,
+        stop_grace_s=float(inv.serving.health.stop_grace_s), plan_ttl_s=PLAN_TTL_S,
+        npu_cache_s=3.0)
 
 
-def supervisor_config(inv: Inventory, release: str, release_id: str) -> dict[str, Any]:
-    """The keys ascendctl_runtime.supervisor.SupervisorConfig reads."""
+def supervisor_config(inv: Inventory, release: str, release_id: str) -> SupervisorConfig:
     s, h = inv.serving, inv.serving.health
-    return {
-        "cluster": inv.cluster.name, "release": release_id, "root": inv.deploy.root,
-        "ranks": [{"node": host.name, "rank": host.rank,
-                   "state_url": agent_url(inv, host, "/health/state"),
-                   "units": node_engine_units(inv, host)} for host in inv.hosts],
-        "steps": [[host.name, unit] for host in inv.hosts
-                  for unit in node_engine_units(inv, host)],
-        "probe_port": s.port,
-        "probe_model": inv.model.served_name or f"{release}/model",
-        "secrets_file": f"{release}/secrets.env",
-        "head_node": inv.head.name,
-        "probe_interval_s": float(h.probe_interval_s),
-        "probe_timeout_s": float(h.probe_timeout_s),
-        "probe_failure_s": float(h.probe_failure_s),
-        "startup_timeout_s": float(s.startup_timeout),
-        "rank_start_wait_s": float(timeouts.RANK_START_WAIT_S),
-        "settle_s": RANK_SETTLE_S,
-        "max_attempts": h.max_attempts,
-        "backoff_s": float(h.backoff_s),
-        "backoff_max_s": float(h.backoff_max_s),
+    return SupervisorConfig(
+        cluster=inv.cluster.name, release=release_id, root=inv.deploy.root,
+        ranks=[RankSpec(node=host.name, rank=host.rank,
+                        state_url=agent_url(inv, host, "/health/state"),
+                        units=tuple(node_engine_units(inv, host))) for host in inv.hosts],
+        steps=[(host.name, unit) for host in inv.hosts for unit in node_engine_units(inv, host)],
+        probe_port=s.port,
+        probe_model=inv.model.served_name or f"{release}/model",
+        secrets_file=layout.in_release(release, layout.SECRETS_ENV),
+        head_node=inv.head.name,
+        probe_interval_s=float(h.probe_interval_s),
+        probe_timeout_s=float(h.probe_timeout_s),
+        probe_failure_s=float(h.probe_failure_s),
+        startup_timeout_s=float(s.startup_timeout),
+        rank_start_wait_s=float(gangrules.RANK_START_WAIT_S),
+        settle_s=gangrules.SETTLE_S,
+        max_attempts=h.max_attempts,
+        backoff_s=float(h.backoff_s),
+        backoff_max_s=float(h.backoff_max_s),
         # the agents' SIGTERM grace and SIGKILL grace, and a margin for slow systemctl
-        "stop_timeout_s": float(2 * h.stop_grace_s + 30),
-        "npu_free_timeout_s": float(h.npu_free_timeout_s),
-        "stable_s": float(h.stable_s),
-        "tick_s": SUPERVISOR_TICK_S,
-        "state_timeout_s": STATE_TIMEOUT_S,
-    }
+        stop_timeout_s=float(2 * h.stop_grace_s + 30),
+        npu_free_timeout_s=float(h.npu_free_timeout_s),
+        stable_s=float(h.stable_s),
+        tick_s=SUPERVISOR_TICK_S,
+        state_timeout_s=STATE_TIMEOUT_S)
 
 
 def health_files(inv: Inventory, host: Host, *, release: str, release_id: str,
                  unit_context: Mapping[str, Any]) -> list[RenderedFile]:
-    files = [RenderedFile("agent.json", _json(agent_config(inv, host, release, release_id)))]
+    agent = agent_config(inv, host, release, release_id)
+    files = [RenderedFile(layout.AGENT_CONFIG, agent.to_json().encode())]
     if host.is_head and inv.serving.health.supervise:
-        files.append(RenderedFile("supervisor.json",
-                                  _json(supervisor_config(inv, release, release_id))))
-        files.append(RenderedFile(f"units/{SUPERVISOR_UNIT}", render_template(
+        supervisor = supervisor_config(inv, release, release_id)
+        files.append(RenderedFile(layout.SUPERVISOR_CONFIG, supervisor.to_json().encode()))
+        files.append(RenderedFile(layout.unit_file(SUPERVISOR_UNIT), render_template(
             "systemd/ascendctl-supervisor.service.j2", nodes=len(inv.hosts),
             **unit_context).encode()))
     return files
 
 
 def watchdog_request_file(inv: Inventory) -> str:
-    return f"{inv.deploy.root}/health/restart-request.json"
+    return f"{inv.deploy.root}/{layout.HEALTH_DIR}/{layout.RESTART_REQUEST}"

@@ -6,10 +6,12 @@ resolved) and returns bytes. The same input always gives byte-identical output.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ascendctl_runtime import layout
+from ascendctl_runtime.contract import LaunchConfig, WatchdogConfig
+from ascendctl_runtime.layout import ENGINE_UNIT, EXPORTER_UNIT, RAY_UNIT, WATCHDOG_UNIT
 from ascendctl_runtime.nodeutil import http_url
 
 from ascendctl.engine.identity import EngineIdentity
@@ -25,17 +27,8 @@ from ascendctl.render.jinja import render_template
 from ascendctl.render.listen import listen_address
 from ascendctl.render.ranktable import build_rank_table, rank_table_json
 
-ENGINE_UNIT = "ascendctl-engine.service"
-RAY_UNIT = "ascendctl-ray.service"
-EXPORTER_UNIT = "ascendctl-exporter.service"
-WATCHDOG_UNIT = "ascendctl-watchdog.service"
-SECRET_ENV_KEY = "VLLM_API_KEY"
 WATCHDOG_INTERVAL_S = 5
 WATCHDOG_CONSECUTIVE = 3
-
-
-def _json(data: Any) -> bytes:
-    return (json.dumps(data, indent=2) + "\n").encode()
 
 
 def detect_checkpoint_dtype(inv: Inventory) -> str | None:
@@ -49,30 +42,37 @@ def detect_checkpoint_dtype(inv: Inventory) -> str | None:
 
 
 def _launcher_config(inv: Inventory, host: Host, release: str, release_id: str,
-                     argv: list[str], *, kind: str, headless: bool) -> dict[str, Any]:
+                     argv: list[str], *, kind: str, headless: bool) -> RenderedFile:
     s = inv.serving
-    config: dict[str, Any] = {
-        "kind": kind,
-        "argv": argv,
-        "env_file": f"{release}/engine.env",
-        "secrets_file": f"{release}/secrets.env" if s.api_key is not None else None,
-        "cluster": inv.cluster.name,
-        "node": host.name,
-        "rank": host.rank,
-        "headless": headless,
-        "mode": s.mode,
-        "release": release_id,
-        "release_dir": release,
-        "cpus": host.cpus,
-        "numa_node": host.numa_node,
-        "startup_timeout_s": s.startup_timeout,
-        "stop_grace_seconds": timeouts.STOP_GRACE_S,
-    }
-    if kind == "engine" and s.mode == "dp":
-        config["data_parallel_ranks"] = list(data_parallel_ranks(inv)[host.name])
-    if kind == "engine" and host.is_head:
-        config["ready_url"] = http_url("127.0.0.1", s.port, "/v1/models")
-    return config
+    engine = kind == "engine"
+    config = LaunchConfig(
+        kind="engine" if engine else "ray", argv=argv,
+        env_file=layout.in_release(release, layout.ENGINE_ENV),
+        secrets_file=layout.in_release(release, layout.SECRETS_ENV)
+        if s.api_key is not None else None,
+        cluster=inv.cluster.name, node=host.name, rank=host.rank, headless=headless,
+        mode=s.mode, release=release_id, release_dir=release, cpus=host.cpus,
+        numa_node=host.numa_node, startup_timeout_s=s.startup_timeout,
+        stop_grace_seconds=timeouts.STOP_GRACE_S,
+        data_parallel_ranks=list(data_parallel_ranks(inv)[host.name])
+        if engine and s.mode == "dp" else None,
+        ready_url=http_url("127.0.0.1", s.port, "/v1/models") if engine and host.is_head
+        else None)
+    return RenderedFile(layout.ENGINE_CONFIG if engine else layout.RAY_CONFIG,
+                        config.to_json().encode())
+
+
+def _watchdog_config(inv: Inventory, restarted: str) -> RenderedFile:
+    s = inv.serving
+    config = WatchdogConfig(
+        unit=restarted, threshold=s.hbm_watchdog_threshold,
+        interval_seconds=WATCHDOG_INTERVAL_S, consecutive=WATCHDOG_CONSECUTIVE,
+        # HBM climbs to the KV budget while the engine starts: never act before then
+        startup_grace_seconds=s.startup_timeout,
+        cooldown_seconds=s.startup_timeout + timeouts.STOP_GRACE_S,
+        # it asks the gang supervisor for a restart, never restarts the unit alone
+        request_file=health.watchdog_request_file(inv))
+    return RenderedFile(layout.WATCHDOG_CONFIG, config.to_json().encode())
 
 
 def preview_identity(inv: Inventory) -> EngineIdentity:
@@ -128,22 +128,23 @@ def render_node(inv: Inventory, host: Host, *, release_id: str,
         "stop_grace": timeouts.STOP_GRACE_S, "restart_sec": timeouts.RESTART_SEC,
         "start_limit_burst": timeouts.START_LIMIT_BURST,
         "start_limit_interval": timeouts.start_limit_interval_s(inv),
+        "layout": layout,        # unit and file names (ascendctl_runtime/layout.py)
     }
 
     env = engine_environment(inv, host, release, nic=nic)
-    files.append(RenderedFile("engine.env", format_env_file(
+    files.append(RenderedFile(layout.ENGINE_ENV, format_env_file(
         env, f"ascendctl engine environment for {host.name} (release {release_id})").encode()))
     secret_values = []
     if s.api_key is not None:
         value = (secrets or {}).get("api_key")
-        secret_values.append((SECRET_ENV_KEY, value if value is not None else REDACTED))
+        secret_values.append((layout.API_KEY_VAR, value if value is not None else REDACTED))
     token = health.plan_token(inv, secrets)
     if token is not None:
         secret_values.append((health.TOKEN_KEY, token))
     if secret_values:
         text = format_env_file(secret_values, "ascendctl secrets: mode 0600, never logged")
-        files.append(RenderedFile("secrets.env", text.encode(), 0o600, secret=True))
-    files.append(RenderedFile("hccl.json", rank_table))
+        files.append(RenderedFile(layout.SECRETS_ENV, text.encode(), 0o600, secret=True))
+    files.append(RenderedFile(layout.RANK_TABLE, rank_table))
 
     argv = engine_argv(inv, host, release, checkpoint_dtype=checkpoint_dtype)
     headless = argv is not None and "--headless" in argv
@@ -152,43 +153,31 @@ def render_node(inv: Inventory, host: Host, *, release_id: str,
         launch, unit = _engine_unit(inv, host, release, argv, env,
                                     engine or preview_identity(inv), headless=headless,
                                     unit_context=unit_context)
-        files.append(RenderedFile("engine.json", _json(_launcher_config(
-            inv, host, release, release_id, launch, kind="engine", headless=headless))))
-        files.append(RenderedFile(f"units/{ENGINE_UNIT}", unit.encode()))
+        files.append(_launcher_config(inv, host, release, release_id, launch, kind="engine",
+                                      headless=headless))
+        files.append(RenderedFile(layout.unit_file(ENGINE_UNIT), unit.encode()))
     ray = ray_argv(inv, host)
     if ray is not None and inv.engine.kind == "venv":
         from ascendctl.engine.identity import venv_command
 
         ray = [venv_command(inv.deploy.root, engine or preview_identity(inv), "ray"), *ray[1:]]
     if ray is not None:
-        files.append(RenderedFile("ray.json", _json(_launcher_config(
-            inv, host, release, release_id, ray, kind="ray", headless=False))))
-        files.append(RenderedFile(f"units/{RAY_UNIT}", render_template(
+        files.append(_launcher_config(inv, host, release, release_id, ray, kind="ray",
+                                      headless=False))
+        files.append(RenderedFile(layout.unit_file(RAY_UNIT), render_template(
             "systemd/ascendctl-ray.service.j2", **unit_context).encode()))
         if argv is None:
             restarted = RAY_UNIT
 
-    files.append(RenderedFile(f"units/{EXPORTER_UNIT}", render_template(
+    files.append(RenderedFile(layout.unit_file(EXPORTER_UNIT), render_template(
         "systemd/ascendctl-exporter.service.j2", port=inv.deploy.exporter_port,
         exporter_argv=health.exporter_argv(inv, release, listen_address(host)),
         **unit_context).encode()))
     files += health.health_files(inv, host, release=release, release_id=release_id,
                                  unit_context=unit_context)
 
-    # The keys ascendctl_runtime.watchdog reads (it rejects unknown ones).
-    watchdog = {
-        "unit": restarted,
-        "threshold": s.hbm_watchdog_threshold,
-        "interval_seconds": WATCHDOG_INTERVAL_S,
-        "consecutive": WATCHDOG_CONSECUTIVE,
-        # HBM climbs to the KV budget while the engine starts: never act before then
-        "startup_grace_seconds": s.startup_timeout,
-        "cooldown_seconds": s.startup_timeout + timeouts.STOP_GRACE_S,
-        # it asks the gang supervisor for a restart, never restarts the unit alone
-        "request_file": health.watchdog_request_file(inv),
-    }
-    files.append(RenderedFile("watchdog.json", _json(watchdog)))
-    files.append(RenderedFile(f"units/{WATCHDOG_UNIT}", render_template(
+    files.append(_watchdog_config(inv, restarted))
+    files.append(RenderedFile(layout.unit_file(WATCHDOG_UNIT), render_template(
         "systemd/ascendctl-watchdog.service.j2", unit=restarted,
         threshold_pct=round(s.hbm_watchdog_threshold * 100, 1), **unit_context).encode()))
     return sorted(files, key=lambda f: f.path)

@@ -9,10 +9,11 @@ margin for ranks loading weights at different speeds (FACTS.md failure 1).
 
 from __future__ import annotations
 
+from ascendctl_runtime.gangrules import RANK_START_WAIT_S
+
 from ascendctl.errors import InputError
 from ascendctl.inventory import Inventory
 
-RANK_START_WAIT_S = 60        # deploy's per-rank wait before starting the next rank
 LOAD_SKEW_MARGIN_S = 120      # HCCL's own default connect timeout, kept as the margin
 STOP_GRACE_S = 90             # SIGTERM to SIGKILL for the engine unit
 RESTART_SEC = 15

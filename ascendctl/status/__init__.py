@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from ascendctl_runtime.layout import SIDE_UNITS, SUPERVISOR_UNIT
+
 from ascendctl.inventory import Host, Inventory
 from ascendctl.status.model import (
     ChipStatus, ClusterStatus, EngineUnit, GroupStatus, NodeStatus, ProxyStatus,
@@ -27,9 +29,6 @@ __all__ = ["ChipStatus", "ClusterStatus", "EngineUnit", "GroupStatus", "NodeStat
 
 
 def side_units(inv: Inventory, host: Host) -> list[str]:
-    from ascendctl.deploy.release import SIDE_UNITS
-    from ascendctl.render.health import SUPERVISOR_UNIT
-
     units = [u for u in SIDE_UNITS if u != SUPERVISOR_UNIT or host.is_head]
     if inv.serving.proxy.enabled and host.name == (inv.gateway_name
                                                    or inv.serving_groups[0].head):
@@ -78,8 +77,6 @@ def collect(inv: Inventory, pool: Any, *,
 
 def judge(inv: Inventory, nodes: list[NodeStatus], raws: dict[str, Any]) -> ClusterStatus:
     """Each group's verdict, then the service's. Pure."""
-    from ascendctl.render.health import SUPERVISOR_UNIT
-
     groups = []
     for view in inv.group_views():
         members = [n for n in nodes if n.group == view.serving_groups[0].name]

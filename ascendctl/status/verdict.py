@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Optional
 
+from ascendctl_runtime.layout import UNIT_PREFIX
+
 from ascendctl.inventory import Inventory
 from ascendctl.status.model import (
     EngineUnit, GroupStatus, NodeStatus, ProxyStatus, SupervisorStatus, Verdict,
@@ -30,7 +32,7 @@ def ago(seconds: Optional[float]) -> str:
 
 
 def short(unit: str) -> str:
-    return unit.removeprefix("ascendctl-").removesuffix(".service")
+    return unit.removeprefix(UNIT_PREFIX).removesuffix(".service")
 
 
 def describe_unit(node: NodeStatus, unit: EngineUnit) -> str:

@@ -1,11 +1,14 @@
 """Run one operation of a node-side runtime module (runtime/ascendctl_runtime/) on a node,
 in one remote execution over the host's persistent connection.
 
-The node's Python reads "<name>\\0<source>\\0...<request json>" from stdin, registers each
-source as the module ascendctl_runtime.<name> (so the modules import each other as they
-would when installed) and calls the last one's run_call(request). Nothing has to be
-installed on the node first, and no value passes through a shell: the command line is
-fixed, everything else travels on stdin (JSON never holds a raw NUL byte).
+The node's Python reads "<entry>\\0<path>\\0<source>\\0...<request json>" from stdin: the
+entry module's name, then the entry and every node module it imports (found from its
+imports, ascendctl/nodecode.py), each under its path below a sys.path directory
+(ascendctl_runtime/nodeutil.py, ascendctl/facts/__init__.py, ...). An import hook serves
+those sources, so the modules import each other as they would when installed, and the
+entry's run_call(request) answers. Nothing has to be installed on the node first, and no
+value passes through a shell: the command line is fixed, everything else travels on stdin
+(JSON never holds a raw NUL byte).
 """
 
 from __future__ import annotations
@@ -15,37 +18,36 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from ascendctl.errors import AscendctlError
-from ascendctl.paths import runtime_dir
+from ascendctl.nodecode import RUNTIME_PACKAGE, installed
 from ascendctl.transport import quoting
 
 if TYPE_CHECKING:
     from ascendctl.transport.remote import Remote
 
-PACKAGE = "ascendctl_runtime"
-
+# The import hook is a plain finder and loader (importlib.abc would import far more than
+# the call itself needs).
 BOOTSTRAP = (
-    "import sys, types\n"
-    "*parts, request = sys.stdin.buffer.read().split(b'\\0')\n"
-    f"package = sys.modules['{PACKAGE}'] = types.ModuleType('{PACKAGE}')\n"
-    "package.__path__ = []\n"
-    "for name, source in zip(parts[0::2], parts[1::2]):\n"
-    f"    fullname = '{PACKAGE}.' + name.decode()\n"
-    "    module = sys.modules[fullname] = types.ModuleType(fullname)\n"
-    "    setattr(package, name.decode(), module)\n"
-    "    exec(compile(source, fullname.replace('.', '/') + '.py', 'exec'), module.__dict__)\n"
-    "sys.exit(module.run_call(request))\n"
+    "import sys, importlib, importlib.machinery\n"
+    "entry, *parts, request = sys.stdin.buffer.read().split(b'\\0')\n"
+    "shipped = {}\n"
+    "for path, source in zip(parts[0::2], parts[1::2]):\n"
+    "    path = path.decode()\n"
+    "    name = path[:-3].replace('/', '.')\n"
+    "    package = name.endswith('.__init__')\n"
+    "    shipped[name[:-9] if package else name] = (path, source, package)\n"
+    "class Shipped:\n"
+    "    def find_spec(self, name, path=None, target=None):\n"
+    "        if name in shipped:\n"
+    "            return importlib.machinery.ModuleSpec(name, self, origin=shipped[name][0],\n"
+    "                                                  is_package=shipped[name][2])\n"
+    "    def create_module(self, spec):\n"
+    "        return None\n"
+    "    def exec_module(self, module):\n"
+    "        path, source, _ = shipped[module.__name__]\n"
+    "        exec(compile(source, path, 'exec'), module.__dict__)\n"
+    "sys.meta_path.insert(0, Shipped())\n"
+    "sys.exit(importlib.import_module(entry.decode()).run_call(request))\n"
 )
-
-# Each entry module with the runtime modules it imports, in the order they load.
-SHIPPED_WITH = {
-    "release_ops": ("nodeutil", "release_ops"),
-    "bench_node": ("nodeutil", "bench_node"),
-    "doctor_node": ("nodeutil", "doctor_node"),
-    "engine_node": ("nodeutil", "engine_node"),
-    "quality_node": ("nodeutil", "quality_node"),
-    "proxy_node": ("nodeutil", "proxy_node"),
-    "status_node": ("nodeutil", "healthstore", "probe", "engine_state", "status_node"),
-}
 
 
 class NodeCallError(AscendctlError):
@@ -54,16 +56,23 @@ class NodeCallError(AscendctlError):
         self.node, self.op, self.reason = node, op, message
 
 
+def entry_module(entry: str) -> str:
+    """ENTRY as a dotted module name (a bare name is a module of ascendctl_runtime)."""
+    return entry if "." in entry else f"{RUNTIME_PACKAGE}.{entry}"
+
+
 @cache
-def _source(name: str) -> bytes:
-    return (runtime_dir() / f"{name}.py").read_bytes()
+def shipped_with(entry: str) -> tuple[tuple[str, bytes], ...]:
+    """(path, source) of ENTRY and of the node code it imports."""
+    return tuple((module.relative_path, module.source())
+                 for module in installed().closure([entry_module(entry)]))
 
 
 def call_stdin(entry: str, request: dict[str, Any]) -> bytes:
-    """What BOOTSTRAP reads: ENTRY's modules, then the request."""
-    parts: list[bytes] = []
-    for name in SHIPPED_WITH[entry]:
-        parts += [name.encode(), _source(name)]
+    """What BOOTSTRAP reads: ENTRY's name and modules, then the request."""
+    parts: list[bytes] = [entry_module(entry).encode()]
+    for path, source in shipped_with(entry):
+        parts += [path.encode(), source]
     return b"\0".join([*parts, json.dumps(request).encode()])
 
 

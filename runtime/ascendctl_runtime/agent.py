@@ -22,37 +22,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Optional
 
 from ascendctl_runtime import engine_state as es
-from ascendctl_runtime import gangplan, healthstore
+from ascendctl_runtime import gangplan, healthstore, layout
+from ascendctl_runtime.contract import AgentConfig
 
 NpuTable = Optional[list[tuple[int, int, str, Optional[int]]]]
 SYSTEMCTL_TIMEOUT_S = 120.0
-
-
-@dataclass
-class AgentConfig:
-    cluster: str
-    node: str
-    rank: int
-    release: str
-    root: str
-    units: list[str]                         # this node's engine units, in start order
-    plan_url: str                            # the head's /health/plan
-    secrets_file: Optional[str] = None       # holds ASCENDCTL_HEALTH_TOKEN
-    coordination_port: Optional[int] = None  # the head's master / DP RPC port
-    is_head: bool = False
-    interval_s: float = 2.0
-    stop_grace_s: float = 15.0               # SIGTERM, then SIGKILL (a recovery stop only)
-    plan_ttl_s: float = 10.0                 # the head serves a plan at most this old
-    npu_cache_s: float = 3.0
-
-    @classmethod
-    def load(cls, path: str) -> "AgentConfig":
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-        unknown = set(data) - set(cls.__dataclass_fields__)
-        if unknown:
-            raise ValueError(f"{path}: unknown keys {sorted(unknown)}")
-        return cls(**data)
 
 
 @dataclass
@@ -143,7 +117,7 @@ class Agent:
         self.boot_id = boot()
         self.token = token if token is not None else gangplan.read_token(config.secrets_file)
         self.lock = threading.RLock()
-        self.state_path = healthstore.health_path(config.root, healthstore.AGENT_STATE)
+        self.state_path = healthstore.health_path(config.root, layout.AGENT_STATE)
         self.memory = AgentMemory.from_dict(healthstore.read_json(self.state_path))
         if self.memory.starts_release != config.release:
             self.memory.starts, self.memory.starts_release = {}, config.release
@@ -192,7 +166,7 @@ class Agent:
 
     def restart_request(self) -> Optional[dict[str, Any]]:
         return healthstore.read_json(
-            healthstore.health_path(self.config.root, healthstore.RESTART_REQUEST))
+            healthstore.health_path(self.config.root, layout.RESTART_REQUEST))
 
     def snapshot(self) -> dict[str, Any]:
         """This rank's state as the supervisor and `status` read it."""
@@ -274,7 +248,7 @@ class Agent:
     def clear_handled_request(self, plan: gangplan.Plan) -> None:
         request = self.restart_request()
         if request and str(request.get("id")) in plan.handled_requests:
-            path = healthstore.health_path(self.config.root, healthstore.RESTART_REQUEST)
+            path = healthstore.health_path(self.config.root, layout.RESTART_REQUEST)
             try:
                 os.unlink(path)
             except OSError:

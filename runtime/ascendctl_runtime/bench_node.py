@@ -24,27 +24,21 @@ import shutil
 import subprocess
 import tempfile
 import time
-from typing import Any, Optional
+from typing import Any
 
+from ascendctl_runtime import layout
 from ascendctl_runtime.nodeutil import answer_call, parse_env_file, write_atomic
 
-SECRET_KEYS = ("VLLM_API_KEY",)
+SECRET_KEYS = (layout.API_KEY_VAR,)
 STAMP_RE = re.compile(r"^[0-9]{8}T[0-9]{6}Z(-[0-9a-f]{4})?$")
 ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 OUTPUT_TAIL = 4000
 
 
-def _current(root: str) -> Optional[str]:
-    try:
-        return os.path.basename(os.readlink(os.path.join(root, "current")).rstrip("/"))
-    except OSError:
-        return None
-
-
 def _release_dir(root: str, release: str) -> str:
     if not ID_RE.fullmatch(release):
         raise ValueError(f"bad release id {release!r}")
-    return os.path.join(root, "releases", release)
+    return os.path.join(root, layout.RELEASES_DIR, release)
 
 
 def _bench_dir(root: str, release: str) -> str:
@@ -55,7 +49,7 @@ def _bench_dir(root: str, release: str) -> str:
 
 def _secrets(release_dir: str) -> dict[str, str]:
     try:
-        with open(os.path.join(release_dir, "secrets.env"), encoding="utf-8") as handle:
+        with open(os.path.join(release_dir, layout.SECRETS_ENV), encoding="utf-8") as handle:
             values = parse_env_file(handle.read())
     except FileNotFoundError:
         return {}
@@ -70,7 +64,7 @@ def _redact(text: str, secrets: list[str]) -> str:
 
 
 def op_locate(root: str, bench: str) -> dict[str, Any]:
-    release = _current(root)
+    release = layout.current_release(root)
     if release is None:
         return {"release": None}
     directory = _release_dir(root, release)
@@ -101,8 +95,8 @@ def op_run(root: str, release: str, argv: list[str], stamp: str, limit_s: float
     # The model and tokenizer are on local disk; a benchmark must never try a download.
     env.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
                 "PYTHONUNBUFFERED": "1", "TQDM_DISABLE": "1"})
-    if "VLLM_API_KEY" in secrets:
-        env["OPENAI_API_KEY"] = secrets["VLLM_API_KEY"]
+    if layout.API_KEY_VAR in secrets:
+        env["OPENAI_API_KEY"] = secrets[layout.API_KEY_VAR]
     command = list(argv) + ["--save-result", "--result-dir", out_dir,
                             "--result-filename", result_file]
     work = tempfile.mkdtemp(prefix=".work-", dir=out_dir)
@@ -139,12 +133,12 @@ def op_store(root: str, release: str, stamp: str, record: dict[str, Any],
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, f"{stamp}.json")
     write_atomic(path, (json.dumps(record, indent=1, sort_keys=True) + "\n").encode())
-    with open(os.path.join(root, "history.jsonl"), "a", encoding="utf-8") as handle:
+    with open(os.path.join(root, layout.HISTORY_FILE), "a", encoding="utf-8") as handle:
         handle.write(json.dumps({**event, "file": path}, sort_keys=True) + "\n")
         handle.flush()
         os.fsync(handle.fileno())
     # Bench results of releases that were pruned go with them.
-    releases = os.path.join(root, "releases")
+    releases = os.path.join(root, layout.RELEASES_DIR)
     removed = []
     for name in os.listdir(os.path.join(root, "bench")):
         if ID_RE.fullmatch(name) and not os.path.isdir(os.path.join(releases, name)):

@@ -27,10 +27,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Optional
 
+from ascendctl_runtime import layout
 from ascendctl_runtime.nodeutil import answer_call, parse_env_file, tail_file
 
 REDACTED = "[REDACTED]"
-SECRET_FILE = "secrets.env"
+SECRET_FILE = layout.SECRETS_ENV
 
 # -- redaction ---------------------------------------------------------------------------
 # Secrets are redacted even when their value is unknown here: by the name in front of
@@ -157,8 +158,8 @@ def encodings(secret: str) -> list[str]:
                   reverse=True)
 
 
-RELEASE_FILES = ("engine.json", "ray.json", "engine.env", "hccl.json", "watchdog.json",
-                 ".status", ".meta.json")
+RELEASE_FILES = (layout.ENGINE_CONFIG, layout.RAY_CONFIG, layout.ENGINE_ENV, layout.RANK_TABLE,
+                 layout.WATCHDOG_CONFIG, layout.STATUS_FILE, layout.META_FILE)
 PLOG_DIRS = ("~/ascend/log", "/root/ascend/log", "/var/log/npu")
 HCCN_TOOL = ("/usr/local/Ascend/driver/tools/hccn_tool", "hccn_tool")
 NPU_SMI = ("npu-smi", "/usr/local/sbin/npu-smi", "/usr/local/bin/npu-smi")
@@ -184,15 +185,8 @@ def _read(path: str, limit: int = 4_000_000) -> Optional[str]:
         return None
 
 
-def _current(root: str) -> Optional[str]:
-    try:
-        return os.path.basename(os.readlink(os.path.join(root, "current")).rstrip("/"))
-    except OSError:
-        return None
-
-
 def _releases(root: str) -> list[str]:
-    base = os.path.join(root, "releases")
+    base = os.path.join(root, layout.RELEASES_DIR)
     try:
         return sorted(n for n in os.listdir(base) if not n.startswith("."))
     except OSError:
@@ -203,7 +197,7 @@ def known_secrets(root: str) -> list[str]:
     """Every value of every release's secrets.env (the key may differ per release)."""
     found = set()
     for release in _releases(root):
-        text = _read(os.path.join(root, "releases", release, SECRET_FILE))
+        text = _read(os.path.join(root, layout.RELEASES_DIR, release, SECRET_FILE))
         if text:
             found.update(v for v in parse_env_file(text).values() if len(v) >= 4)
     return sorted(found, key=len, reverse=True)
@@ -320,13 +314,13 @@ class Collector:
             self.add(f"npu/hccn-port-{port}.txt", "".join(parts))
 
     def state(self, units: list[str]) -> None:
-        current = _current(self.root)
+        current = layout.current_release(self.root)
         self.add("state/current.txt", f"{current or '(none)'}\n")
         releases = []
         for release in _releases(self.root):
-            directory = os.path.join(self.root, "releases", release)
-            status = (_read(os.path.join(directory, ".status")) or "unknown").strip()
-            meta = _read(os.path.join(directory, ".meta.json"))
+            directory = os.path.join(self.root, layout.RELEASES_DIR, release)
+            status = (_read(os.path.join(directory, layout.STATUS_FILE)) or "unknown").strip()
+            meta = _read(os.path.join(directory, layout.META_FILE))
             try:
                 meta_data = json.loads(meta) if meta else {}
             except ValueError:
@@ -334,7 +328,7 @@ class Collector:
             releases.append({"id": release, "status": status, "current": release == current,
                              "created": meta_data.get("created"), "by": meta_data.get("by")})
         self.add("state/releases.json", json.dumps(releases, indent=1) + "\n")
-        history = _read(os.path.join(self.root, "history.jsonl"))
+        history = _read(os.path.join(self.root, layout.HISTORY_FILE))
         if history is not None:
             self.add("state/history.jsonl", "\n".join(history.splitlines()[-300:]) + "\n")
         if units:
@@ -342,12 +336,12 @@ class Collector:
                                              "0", *units])
         self.command("state/ports.txt", ["ss", "-ltnp"])
         if current:
-            directory = os.path.join(self.root, "releases", current)
+            directory = os.path.join(self.root, layout.RELEASES_DIR, current)
             for name in RELEASE_FILES:
                 text = _read(os.path.join(directory, name))
                 if text is not None:
                     self.add(f"state/release/{name}", text)
-            unit_dir = os.path.join(directory, "units")
+            unit_dir = os.path.join(directory, layout.UNITS_DIR)
             if os.path.isdir(unit_dir):
                 for name in sorted(os.listdir(unit_dir)):
                     text = _read(os.path.join(unit_dir, name))
@@ -357,9 +351,10 @@ class Collector:
     def process_log_dirs(self) -> list[str]:
         """$ASCEND_PROCESS_LOG_PATH from the environment and the current release's engine.env."""
         dirs = [os.environ.get("ASCEND_PROCESS_LOG_PATH", "")]
-        current = _current(self.root)
+        current = layout.current_release(self.root)
         if current:
-            env = _read(os.path.join(self.root, "releases", current, "engine.env")) or ""
+            env = _read(os.path.join(self.root, layout.RELEASES_DIR, current,
+                                     layout.ENGINE_ENV)) or ""
             dirs.append(parse_env_file(env).get("ASCEND_PROCESS_LOG_PATH", ""))
         return [d for d in dirs if d]
 

@@ -1,7 +1,8 @@
 """Node side of the serving engine: the container runtime and its images, the processes
 and containers holding the NPUs, and offline venvs built from a wheelhouse.
 
-Standard library only; shipped with each call (ascendctl/transport/nodecall.py). Each
+Standard library only; shipped with each call (ascendctl/transport/nodecall.py), with the
+facts parsers it imports (the CANN version files are the preflight's). Each
 operation runs fixed argv lists (no shell) and answers one JSON object. Raw tool output
 is returned as it is: the controller parses it (ascendctl/engine/formats.py), so the
 parsers are tested on recorded output. Layout under ROOT (deploy.root):
@@ -23,20 +24,11 @@ import tempfile
 import time
 from typing import Any, Optional
 
+from ascendctl.facts.engine import CANN_FILES, READ_FILES_SCRIPT
 from ascendctl_runtime.nodeutil import answer_call, tail_file, write_atomic
 
 DEVICE_PREFIX = "/dev/davinci"
 NPU_DEVICES = ("/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc")
-# Where a CANN toolkit keeps its version files inside an image (CANN <= 8.x and the
-# cann-<ver> layout of newer ones); the launcher-independent way to read them.
-CANN_FILES = (
-    "/usr/local/Ascend/ascend-toolkit/latest/version.cfg",
-    "/usr/local/Ascend/ascend-toolkit/latest/*-linux/ascend_toolkit_install.info",
-    "/usr/local/Ascend/cann/latest/version.cfg",
-    "/usr/local/Ascend/cann/latest/*-linux/ascend_toolkit_install.info",
-)
-READ_FILES_SCRIPT = ('for f in $@; do [ -r "$f" ] || continue; printf "==> %s <==\\n" "$f"; '
-                     'cat "$f"; echo; done')
 COMPLETE = ".complete"
 
 

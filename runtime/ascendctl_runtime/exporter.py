@@ -25,7 +25,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any, Optional
 
 from ascendctl.facts.npu_smi import NpuSmiInfo
-from ascendctl_runtime import engine_state, healthstore, npu
+from ascendctl_runtime import engine_state, healthstore, layout, npu
 from ascendctl_runtime.listener import ANY_IPV4, bound_address, http_server
 from ascendctl_runtime.nodeutil import host_port
 
@@ -229,7 +229,7 @@ class Collector:
                     node_problems(info, ports, snapshot))
         if self.agent.config.is_head:
             path = healthstore.health_path(self.agent.config.root,
-                                           healthstore.SUPERVISOR_STATE)
+                                           layout.SUPERVISOR_STATE)
             render_supervisor_metrics(metrics, healthstore.read_json(path),
                                       healthstore.file_age_s(path),
                                       fresh_s=self.agent.config.plan_ttl_s)
@@ -248,7 +248,7 @@ def make_handler(collector: Collector):
             elif path == "/health/state" and agent is not None:
                 self.answer(200, json.dumps(agent.snapshot()).encode(), "application/json")
             elif path == "/health/plan" and agent is not None and agent.config.is_head:
-                plan_path = healthstore.health_path(agent.config.root, healthstore.PLAN_FILE)
+                plan_path = healthstore.health_path(agent.config.root, layout.PLAN_FILE)
                 age = healthstore.file_age_s(plan_path)
                 document = healthstore.read_json(plan_path)
                 if document is None or age is None or age > agent.config.plan_ttl_s:
@@ -284,7 +284,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     agent = None
     stop = threading.Event()
     if args.agent:
-        from ascendctl_runtime.agent import Agent, AgentConfig
+        from ascendctl_runtime.agent import Agent
+        from ascendctl_runtime.contract import AgentConfig
 
         def table() -> tuple[Any, str]:
             info, error = reader.read(1.0)

@@ -21,9 +21,10 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
+from ascendctl_runtime.layout import HEALTH_TOKEN_VAR
 from ascendctl_runtime.nodeutil import parse_env_file
 
-TOKEN_KEY = "ASCENDCTL_HEALTH_TOKEN"
+TOKEN_KEY = HEALTH_TOKEN_VAR
 ACTIONS = ("stop", "start", "run", "hold")
 
 

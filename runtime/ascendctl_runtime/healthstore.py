@@ -1,6 +1,6 @@
 """Where the node-side health machinery keeps its state under the deploy root, and the
 small files other parties write: the hold file, the watchdog's restart request and the
-event log (standard library only).
+event log (standard library only; the names are layout.py's).
 
     <root>/supervisor.hold            a deploy (or an operator) holds recovery until a time
     <root>/history.jsonl              deploy's events (deploys, rollbacks, failed releases)
@@ -16,20 +16,14 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import dataclass
 from typing import Any, Optional
 
+from ascendctl_runtime.contract import Hold
+from ascendctl_runtime.layout import EVENTS_FILE, HEALTH_DIR, HISTORY_FILE, HOLD_FILE
 from ascendctl_runtime.nodeutil import write_atomic
+from ascendctl_runtime.typedjson import EXCERPT_CHARS
 
-HOLD_FILE = "supervisor.hold"
-HISTORY_FILE = "history.jsonl"
-EVENTS_FILE = "events.jsonl"
-HEALTH_DIR = "health"
-PLAN_FILE = "plan.json"
-SUPERVISOR_STATE = "supervisor.json"
-AGENT_STATE = "agent.json"
-RESTART_REQUEST = "restart-request.json"
-HOLD_WITHOUT_EXPIRY_S = 3600.0   # a hold file that names no expiry counts from its mtime
+HOLD_WITHOUT_EXPIRY_S = 3600.0   # a hold file that is not a Hold counts from its mtime
 
 
 def health_path(root: str, name: str) -> str:
@@ -61,39 +55,39 @@ def file_age_s(path: str, now: Optional[float] = None) -> Optional[float]:
     return (time.time() if now is None else now) - mtime
 
 
-@dataclass(frozen=True)
-class Hold:
-    until: float
-    by: str
-    reason: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"until": self.until, "by": self.by, "reason": self.reason}
-
-
 def read_hold(root: str, now: Optional[float] = None) -> Optional[Hold]:
-    """The hold in force now, if any. Format: {"until": EPOCH_SECONDS, "by": "...",
-    "reason": "..."}; a file that is not such JSON holds for an hour from its mtime."""
+    """The hold in force now, if any: the Hold in the file (contract.py), or — a file that
+    is not one, e.g. `touch supervisor.hold` — a hold for an hour from its mtime."""
     path = hold_path(root)
     now = time.time() if now is None else now
     try:
         mtime = os.stat(path).st_mtime
+        with open(path, "rb") as handle:
+            text = handle.read()
     except OSError:
         return None
-    data = read_json(path) or {}
     try:
-        until = float(data["until"])
-    except (KeyError, TypeError, ValueError):
-        until = mtime + HOLD_WITHOUT_EXPIRY_S
-    if until <= now:
-        return None
-    return Hold(until=until, by=str(data.get("by") or "?"), reason=str(data.get("reason") or ""))
+        hold = Hold.from_json(text)
+    except ValueError as err:
+        reason = "" if not text.strip() else f"not a hold file: {err}"[:2 * EXCERPT_CHARS]
+        hold = Hold(until=mtime + HOLD_WITHOUT_EXPIRY_S, reason=reason)
+    return hold if hold.until > now else None
 
 
 def write_hold(root: str, seconds: float, by: str, reason: str) -> Hold:
-    hold = Hold(until=time.time() + seconds, by=by, reason=reason)
-    write_json(hold_path(root), hold.to_dict())
+    """Hold recovery for SECONDS from now (this node's clock)."""
+    hold = Hold(until=round(time.time() + seconds, 3), by=by, reason=reason)
+    write_atomic(hold_path(root), hold.to_json().encode(), 0o644)
     return hold
+
+
+def release_hold(root: str) -> bool:
+    """Remove the hold file; whether there was one."""
+    try:
+        os.unlink(hold_path(root))
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def append_event(root: str, event: dict[str, Any]) -> None:

@@ -10,48 +10,18 @@ and every worker it forked stop with the service instead of lingering on the NPU
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
 from typing import Optional
+
+from ascendctl_runtime.contract import LaunchConfig
 
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 PR_SET_PDEATHSIG = 1
-
-
-@dataclass
-class LaunchConfig:
-    argv: list[str]
-    rank: int = 0
-    headless: bool = False
-    cpus: Optional[str] = None          # e.g. "0-23,48-71"; bound with sched_setaffinity
-    numa_node: Optional[int] = None     # bound with numactl when it is installed
-    stop_grace_seconds: float = 30.0
-    workdir: Optional[str] = None
-    extra: dict = field(default_factory=dict)
-
-    @classmethod
-    def load(cls, path: str) -> "LaunchConfig":
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-        if not isinstance(data.get("argv"), list) or not data["argv"] or \
-                not all(isinstance(arg, str) for arg in data["argv"]):
-            raise ValueError(f"{path}: 'argv' must be a non-empty list of strings")
-        known = {"argv", "rank", "headless", "cpus", "numa_node", "stop_grace_seconds",
-                 "workdir"}
-        return cls(
-            argv=data["argv"], rank=int(data.get("rank", 0)),
-            headless=bool(data.get("headless", False)), cpus=data.get("cpus"),
-            numa_node=data.get("numa_node"),
-            stop_grace_seconds=float(data.get("stop_grace_seconds", 30.0)),
-            workdir=data.get("workdir"),
-            extra={k: v for k, v in data.items() if k not in known},
-        )
 
 
 def parse_cpu_list(spec: str) -> set[int]:

@@ -20,7 +20,8 @@ import urllib.error
 import urllib.request
 from typing import Any, Optional
 
-from ascendctl_runtime.nodeutil import http_url
+from ascendctl_runtime import layout
+from ascendctl_runtime.nodeutil import http_url, parse_env_file
 
 METRICS_OF_INTEREST = (
     "vllm:num_requests_running",
@@ -33,25 +34,14 @@ METRICS_OF_INTEREST = (
 
 
 def read_api_key(secrets_file: Optional[str]) -> Optional[str]:
+    """The API key in the release's secrets.env, read as systemd reads it."""
     if not secrets_file:
         return None
     try:
         with open(secrets_file, encoding="utf-8") as handle:
-            for line in handle:
-                key, sep, value = line.strip().partition("=")
-                if sep and key == "VLLM_API_KEY":
-                    return _unquote(value)
+            return parse_env_file(handle.read()).get(layout.API_KEY_VAR) or None
     except FileNotFoundError:
         return None
-    return None
-
-
-def _unquote(value: str) -> str:
-    if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
-        value = value[1:-1]
-        if value and value[0] != "'":
-            value = value.replace('\\"', '"').replace("\\\\", "\\")
-    return value
 
 
 class Engine:

@@ -28,6 +28,7 @@ import urllib.error
 import urllib.request
 from typing import Any, Optional
 
+from ascendctl_runtime import layout
 from ascendctl_runtime.nodeutil import answer_call, parse_env_file, write_atomic
 
 STAMP_RE = re.compile(r"[0-9]{8}T[0-9]{6}Z(-[0-9a-f]{4})?")
@@ -47,22 +48,15 @@ def _release_id(release: str) -> str:
     return release
 
 
-def _current(root: str) -> Optional[str]:
-    try:
-        return os.path.basename(os.readlink(os.path.join(root, "current")).rstrip("/"))
-    except OSError:
-        return None
-
-
 def _quality_dir(root: str, release: str) -> str:
     return os.path.join(root, "quality", _release_id(release))
 
 
 def _api_key(root: str, release: str) -> Optional[str]:
-    path = os.path.join(root, "releases", _release_id(release), "secrets.env")
+    path = os.path.join(root, layout.RELEASES_DIR, _release_id(release), layout.SECRETS_ENV)
     try:
         with open(path, encoding="utf-8") as handle:
-            return parse_env_file(handle.read()).get("VLLM_API_KEY") or None
+            return parse_env_file(handle.read()).get(layout.API_KEY_VAR) or None
     except FileNotFoundError:
         return None
 
@@ -70,7 +64,7 @@ def _api_key(root: str, release: str) -> Optional[str]:
 def _history(root: str) -> list[dict[str, Any]]:
     events = []
     try:
-        with open(os.path.join(root, "history.jsonl"), encoding="utf-8") as handle:
+        with open(os.path.join(root, layout.HISTORY_FILE), encoding="utf-8") as handle:
             for line in handle:
                 try:
                     event = json.loads(line)
@@ -131,7 +125,7 @@ def op_locate(root: str, digest: str, release: Optional[str] = None,
               previous: Optional[str] = None) -> dict[str, Any]:
     if not DIGEST_RE.fullmatch(digest):
         raise ValueError(f"bad prompt set digest {digest!r}")
-    current = _current(root)
+    current = layout.current_release(root)
     release = release or current
     if release is None:
         return {"current": None, "release": None}
@@ -143,8 +137,8 @@ def op_locate(root: str, digest: str, release: Optional[str] = None,
     return {
         "current": current,
         "release": release,
-        "release_dir": os.path.join(root, "releases", release),
-        "release_exists": os.path.isdir(os.path.join(root, "releases", release)),
+        "release_dir": os.path.join(root, layout.RELEASES_DIR, release),
+        "release_exists": os.path.isdir(os.path.join(root, layout.RELEASES_DIR, release)),
         "api_key": _api_key(root, release) is not None,
         "previous": previous,
         "reference": reference_record(root, previous, digest) if previous else None,
@@ -228,7 +222,7 @@ def generate_one(api: Api, model: str, prompt: dict[str, Any]) -> dict[str, Any]
 def op_generate(root: str, release: str, port: int, model: str, prompts: list[dict[str, Any]],
                 concurrency: int, timeout_s: float) -> dict[str, Any]:
     """PROMPTS against the engine serving RELEASE on this node; one answer per prompt."""
-    current = _current(root)
+    current = layout.current_release(root)
     if current != _release_id(release):
         raise ValueError(f"this node serves {current or 'nothing'}, not {release}")
     api = Api(port, _api_key(root, release), float(timeout_s))
@@ -248,11 +242,11 @@ def op_store(root: str, release: str, stamp: str, record: dict[str, Any],
         raise ValueError(f"bad stamp {stamp!r}")
     path = os.path.join(_quality_dir(root, release), f"{stamp}.json")
     write_atomic(path, (json.dumps(record, indent=1, sort_keys=True) + "\n").encode())
-    with open(os.path.join(root, "history.jsonl"), "a", encoding="utf-8") as handle:
+    with open(os.path.join(root, layout.HISTORY_FILE), "a", encoding="utf-8") as handle:
         handle.write(json.dumps({**event, "file": path}, sort_keys=True) + "\n")
         handle.flush()
         os.fsync(handle.fileno())
-    releases = os.path.join(root, "releases")
+    releases = os.path.join(root, layout.RELEASES_DIR)
     removed = []
     for name in sorted(os.listdir(os.path.join(root, "quality"))):
         if ID_RE.fullmatch(name) and not os.path.isdir(os.path.join(releases, name)):

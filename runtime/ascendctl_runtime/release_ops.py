@@ -33,11 +33,11 @@ import sys
 import time
 from typing import Any, Optional
 
+from ascendctl_runtime import layout
+from ascendctl_runtime.layout import META_FILE, STATUS_FILE, current_release
 from ascendctl_runtime.nodeutil import write_atomic
 
 UNIT_DIR = "/etc/systemd/system"
-STATUS_FILE = ".status"
-META_FILE = ".meta.json"
 HIDDEN = (STATUS_FILE, META_FILE)
 MODEL_DIR = "model"
 STAGING_PREFIX = ".staging-"
@@ -63,21 +63,13 @@ def _read(path: str) -> Optional[bytes]:
 
 
 def _releases_dir(root: str) -> str:
-    return os.path.join(root, "releases")
+    return os.path.join(root, layout.RELEASES_DIR)
 
 
 def _release_dir(root: str, release_id: str) -> str:
     if not release_id or "/" in release_id or release_id in (".", ".."):
         raise ValueError(f"bad release id {release_id!r}")
     return os.path.join(_releases_dir(root), release_id)
-
-
-def current_release(root: str) -> Optional[str]:
-    try:
-        target = os.readlink(os.path.join(root, "current"))
-    except (FileNotFoundError, OSError):
-        return None
-    return os.path.basename(target.rstrip("/"))
 
 
 def _status(root: str, release_id: str) -> str:
@@ -201,7 +193,7 @@ def op_state(root: str, units: list[str], history_tail: int = 50,
             if name.startswith("."):
                 continue
             meta = _meta(root, name)
-            units_dir = os.path.join(_release_dir(root, name), "units")
+            units_dir = os.path.join(_release_dir(root, name), layout.UNITS_DIR)
             units_here = sorted(os.listdir(units_dir)) if os.path.isdir(units_dir) else []
             releases.append({"id": name, "status": _status(root, name),
                              "created": meta.get("created"), "by": meta.get("by"),
@@ -299,7 +291,7 @@ def op_install_units(root: str, release_id: str, units: list[str], check: bool
     directory = _release_dir(root, release_id)
     changed = []
     for unit in units:
-        data = _read(os.path.join(directory, "units", unit))
+        data = _read(os.path.join(directory, layout.UNITS_DIR, unit))
         if data is None:
             raise ValueError(f"release {release_id} has no unit {unit}")
         if _read(os.path.join(UNIT_DIR, unit)) != data:
@@ -322,11 +314,11 @@ def op_switch(root: str, release_id: str, check: bool) -> dict[str, Any]:
             _set_status(root, release_id, "active")
         return {"changed": False, "previous": previous}
     if not check:
-        link = os.path.join(root, "current")
+        link = os.path.join(root, layout.CURRENT_LINK)
         tmp = os.path.join(root, f".current-{os.getpid()}")
         if os.path.lexists(tmp):
             os.unlink(tmp)
-        os.symlink(os.path.join("releases", release_id), tmp)
+        os.symlink(os.path.join(layout.RELEASES_DIR, release_id), tmp)
         os.replace(tmp, link)
         _set_status(root, release_id, "active")
         if previous and os.path.isdir(_release_dir(root, previous)) \
@@ -337,7 +329,7 @@ def op_switch(root: str, release_id: str, check: bool) -> dict[str, Any]:
 
 def op_unset_current(root: str) -> dict[str, Any]:
     """No release is current any more (a first deploy that failed after its commit)."""
-    link = os.path.join(root, "current")
+    link = os.path.join(root, layout.CURRENT_LINK)
     if not os.path.islink(link):
         return {"changed": False, "previous": None}
     previous = current_release(root)
@@ -354,7 +346,7 @@ def op_mark(root: str, release_id: str, status: str) -> dict[str, Any]:
 
 
 def read_history(root: str, tail: int) -> list[dict[str, Any]]:
-    data = _read(os.path.join(root, "history.jsonl"))
+    data = _read(os.path.join(root, layout.HISTORY_FILE))
     events = []
     for line in (data or b"").decode("utf-8", "replace").splitlines()[-tail:]:
         try:
@@ -367,7 +359,7 @@ def read_history(root: str, tail: int) -> list[dict[str, Any]]:
 def op_history(root: str, event: dict[str, Any]) -> dict[str, Any]:
     os.makedirs(root, exist_ok=True)
     line = json.dumps(event, sort_keys=True) + "\n"
-    with open(os.path.join(root, "history.jsonl"), "a", encoding="utf-8") as handle:
+    with open(os.path.join(root, layout.HISTORY_FILE), "a", encoding="utf-8") as handle:
         handle.write(line)
         handle.flush()
         os.fsync(handle.fileno())

@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Optional
 
 from ascendctl_runtime import engine_state as es
-from ascendctl_runtime import healthstore, probe
+from ascendctl_runtime import healthstore, layout, probe
 
 NPU_SMI = "npu-smi"
 HCCN_TOOL = "/usr/local/Ascend/driver/tools/hccn_tool"
@@ -33,13 +33,6 @@ def _tool(argv: list[str], timeout: float = 15.0) -> dict[str, Any]:
     return {"rc": done.returncode, "out": done.stdout + done.stderr}
 
 
-def _current(root: str) -> Optional[str]:
-    try:
-        return os.path.basename(os.readlink(os.path.join(root, "current")).rstrip("/"))
-    except OSError:
-        return None
-
-
 def _http(engine: probe.Engine, path: str) -> dict[str, Any]:
     try:
         status, body = engine.request("GET", path)
@@ -51,14 +44,14 @@ def _http(engine: probe.Engine, path: str) -> dict[str, Any]:
 def engine_units_state(root: str, engine_units: list[str], side_units: list[str]
                        ) -> dict[str, Any]:
     shows = es.read_units(engine_units + side_units)
-    memory = (healthstore.read_json(healthstore.health_path(root, healthstore.AGENT_STATE))
+    memory = (healthstore.read_json(healthstore.health_path(root, layout.AGENT_STATE))
               or {})
-    memories = memory.get("units") or {}
+    memories = memory.get(layout.UNITS_DIR) or {}
     boot = es.boot_id()
     now = time.time()
     states = {}
-    current = _current(root)
-    secrets = es.secret_values(os.path.join(root, "releases", current, "secrets.env")
+    current = layout.current_release(root)
+    secrets = es.secret_values(os.path.join(root, layout.RELEASES_DIR, current, layout.SECRETS_ENV)
                                if current else None)
     for unit in engine_units + side_units:
         state = es.classify(shows[unit], es.UnitMemory.from_dict(memories.get(unit)), boot, now)
@@ -77,7 +70,7 @@ def engine_units_state(root: str, engine_units: list[str], side_units: list[str]
 def op_status(root: str, engine_units: list[str], side_units: list[str], ports: int,
               engine_port: Optional[int] = None, model: Optional[str] = None,
               probe_timeout: float = 5.0) -> dict[str, Any]:
-    current = _current(root)
+    current = layout.current_release(root)
     with ThreadPoolExecutor(max_workers=8) as pool:
         npu = pool.submit(_tool, [NPU_SMI, "info"])
         links = [pool.submit(_tool, [HCCN_TOOL, "-i", str(i), "-link", "-g"])
@@ -85,8 +78,8 @@ def op_status(root: str, engine_units: list[str], side_units: list[str], ports: 
         units = pool.submit(engine_units_state, root, engine_units, side_units)
         head = None
         if engine_port:
-            release = os.path.join(root, "releases", current) if current else None
-            secrets = os.path.join(release, "secrets.env") if release else None
+            release = os.path.join(root, layout.RELEASES_DIR, current) if current else None
+            secrets = os.path.join(release, layout.SECRETS_ENV) if release else None
             engine = probe.Engine("127.0.0.1", engine_port, probe.read_api_key(secrets),
                                   probe_timeout)
             quick = probe.Engine("127.0.0.1", engine_port, None, min(5.0, probe_timeout))
@@ -108,7 +101,7 @@ def op_status(root: str, engine_units: list[str], side_units: list[str], ports: 
         metrics = head["metrics"].result()
         result["metrics"] = probe.parse_metrics(metrics["body"]) \
             if metrics.get("status") == 200 else {}
-        path = healthstore.health_path(root, healthstore.SUPERVISOR_STATE)
+        path = healthstore.health_path(root, layout.SUPERVISOR_STATE)
         result["supervisor"] = healthstore.read_json(path)
         result["supervisor_age_s"] = healthstore.file_age_s(path)
         hold = healthstore.read_hold(root)

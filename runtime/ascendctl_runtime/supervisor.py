@@ -36,66 +36,14 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Optional
 
 from ascendctl_runtime import engine_state as es
-from ascendctl_runtime import gangplan, healthstore, probe
+from ascendctl_runtime import gangplan, healthstore, layout, probe
+from ascendctl_runtime.contract import SupervisorConfig
 
 SERVING, STOPPING, NPUS, BACKOFF, STARTING, WARMING, GAVE_UP = (
     "serving", "stopping", "npus", "backoff", "starting", "warming", "gave-up")
 RECOVERING = (STOPPING, NPUS, BACKOFF, STARTING, WARMING)
 ACTIVE_STATES = (es.RUNNING, es.STARTING, es.STOPPING)
 HANDLED_REQUESTS_KEPT = 20
-
-
-@dataclass(frozen=True)
-class RankSpec:
-    node: str
-    rank: int
-    state_url: str
-    units: tuple[str, ...]
-
-
-@dataclass
-class SupervisorConfig:
-    cluster: str
-    release: str
-    root: str
-    ranks: list[RankSpec]
-    steps: list[tuple[str, str]]            # (node, unit) in start order
-    probe_port: int
-    probe_model: str
-    secrets_file: Optional[str] = None
-    head_node: str = ""
-    probe_interval_s: float = 5.0
-    probe_timeout_s: float = 10.0
-    probe_failure_s: float = 30.0
-    startup_timeout_s: float = 1800.0
-    rank_start_wait_s: float = 60.0
-    settle_s: float = 5.0
-    max_attempts: int = 3
-    backoff_s: float = 10.0
-    backoff_max_s: float = 300.0
-    stop_timeout_s: float = 120.0
-    npu_free_timeout_s: float = 120.0
-    stable_s: float = 600.0
-    tick_s: float = 2.0
-    state_timeout_s: float = 3.0
-
-    @classmethod
-    def load(cls, path: str) -> "SupervisorConfig":
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-        unknown = set(data) - set(cls.__dataclass_fields__)
-        if unknown:
-            raise ValueError(f"{path}: unknown keys {sorted(unknown)}")
-        data["ranks"] = [RankSpec(node=r["node"], rank=int(r["rank"]), state_url=r["state_url"],
-                                  units=tuple(r["units"])) for r in data["ranks"]]
-        data["steps"] = [(str(n), str(u)) for n, u in data["steps"]]
-        config = cls(**data)
-        if config.max_attempts < 1:
-            raise ValueError(f"{path}: max_attempts must be at least 1")
-        return config
-
-    def rank_of(self, node: str) -> int:
-        return next(r.rank for r in self.ranks if r.node == node)
 
 
 @dataclass
@@ -184,8 +132,8 @@ class Supervisor:
         self.io = io
         self.clock = clock
         self.token = token if token is not None else gangplan.read_token(config.secrets_file)
-        self.state_path = healthstore.health_path(config.root, healthstore.SUPERVISOR_STATE)
-        self.plan_path = healthstore.health_path(config.root, healthstore.PLAN_FILE)
+        self.state_path = healthstore.health_path(config.root, layout.SUPERVISOR_STATE)
+        self.plan_path = healthstore.health_path(config.root, layout.PLAN_FILE)
         self.emit = emit or self._append_event
         self.state = self._load_state()
         self.last_probe_at = float("-inf")

@@ -21,35 +21,11 @@ import subprocess
 import sys
 import time
 import uuid
-from dataclasses import dataclass
 from typing import Callable, Optional
 
 from ascendctl.facts.npu_smi import NpuSmiInfo
 from ascendctl_runtime import npu
-
-
-@dataclass
-class WatchdogConfig:
-    unit: str = "ascendctl-engine.service"
-    threshold: float = 0.97
-    interval_seconds: float = 15.0
-    consecutive: int = 3
-    startup_grace_seconds: float = 1800.0
-    cooldown_seconds: float = 600.0
-    request_file: str = ""     # where the restart request goes (the agent reads it)
-
-    @classmethod
-    def load(cls, path: str) -> "WatchdogConfig":
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-        fields = set(cls.__dataclass_fields__)
-        unknown = set(data) - fields
-        if unknown:
-            raise ValueError(f"{path}: unknown keys {sorted(unknown)}")
-        config = cls(**data)
-        if not 0.5 < config.threshold <= 1.0:
-            raise ValueError(f"{path}: threshold must be in (0.5, 1.0]")
-        return config
+from ascendctl_runtime.contract import WatchdogConfig
 
 
 def fullest_chip(info: NpuSmiInfo) -> Optional[tuple[int, float, int, int]]:

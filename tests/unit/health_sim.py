@@ -14,7 +14,8 @@ from typing import Any, Optional
 
 from ascendctl_runtime import engine_state as es
 from ascendctl_runtime.agent import Agent, AgentConfig
-from ascendctl_runtime.supervisor import RankSpec, Supervisor, SupervisorConfig
+from ascendctl_runtime.contract import RankSpec, SupervisorConfig
+from ascendctl_runtime.supervisor import Supervisor
 
 TOKEN = b"test-token-0123456789"
 UNIT = "ascendctl-engine.service"

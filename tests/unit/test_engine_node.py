@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from ascendctl.facts import engine as facts_engine
 from ascendctl.engine.formats import (
     parse_container_inspect, parse_device_holders, parse_image_cann, parse_image_id,
     parse_load_output, parse_runtime_version, split_file_blocks, unit_of,
@@ -17,7 +18,7 @@ from ascendctl.engine.formats import (
 from ascendctl.lab.engine_image import cann_files
 from ascendctl.lab.sim import state as sim_state
 from ascendctl.lab.wheelhouse import metadata_wheel
-from ascendctl.transport.nodecall import SHIPPED_WITH, call_stdin
+from ascendctl.transport.nodecall import call_stdin, shipped_with
 from ascendctl_runtime import engine_node
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "engine"
@@ -96,7 +97,13 @@ def test_real_version_cfg_capture_parses():
 
 
 def test_engine_node_is_shipped_with_its_imports():
-    assert SHIPPED_WITH["engine_node"] == ("nodeutil", "engine_node")
+    paths = {path for path, _ in shipped_with("engine_node")}
+    # the CANN version files are the facts module's, shipped with it (no copy)
+    assert {"ascendctl_runtime/engine_node.py", "ascendctl_runtime/nodeutil.py",
+            "ascendctl/__init__.py", "ascendctl/facts/__init__.py",
+            "ascendctl/facts/engine.py"} <= paths
+    assert "ascendctl/facts/gather.py" not in paths
+    assert engine_node.CANN_FILES is facts_engine.CANN_FILES
     payload = call_stdin("engine_node", {"op": "venv_state", "kwargs": {}})
     assert b"def venv_create" in payload
 

@@ -14,7 +14,7 @@ import sys
 
 from ascendctl.render.envfile import format_env_file
 from ascendctl_runtime.quality_node import parse_answer, request_body
-from ascendctl.transport.nodecall import BOOTSTRAP, SHIPPED_WITH, call_stdin
+from ascendctl.transport.nodecall import BOOTSTRAP, call_stdin, shipped_with
 
 OLD, NEW = "r-0000000000aa", "r-0000000000bb"
 KEY = "sk-" + "quality0123456789"
@@ -58,7 +58,9 @@ def store(root, release: str, stamp: str, status: str, digest: str = DIGEST) -> 
 
 
 def test_the_nodecall_ships_the_module_with_what_it_imports():
-    assert SHIPPED_WITH["quality_node"] == ("nodeutil", "quality_node")
+    assert [path for path, _ in shipped_with("quality_node")] == [
+        "ascendctl_runtime/__init__.py", "ascendctl_runtime/layout.py",
+        "ascendctl_runtime/nodeutil.py", "ascendctl_runtime/quality_node.py"]
 
 
 def test_locate_names_the_release_it_replaced_and_that_ones_latest_passing_record(tmp_path):

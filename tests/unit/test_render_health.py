@@ -10,10 +10,8 @@ import pytest
 from ascendctl.render import render_release, render_warnings
 from ascendctl.render.health import TOKEN_KEY, plan_token
 from ascendctl.render.secrets import resolve_secrets
-from ascendctl_runtime.agent import AgentConfig
+from ascendctl_runtime.contract import AgentConfig, SupervisorConfig, WatchdogConfig
 from ascendctl_runtime.nodeutil import parse_env_file
-from ascendctl_runtime.supervisor import SupervisorConfig
-from ascendctl_runtime.watchdog import WatchdogConfig
 from tests.unit.test_plan_inventories import make_inventory, serving
 
 

@@ -16,7 +16,7 @@ from http.server import ThreadingHTTPServer
 
 import pytest
 
-from ascendctl_runtime import gangplan, healthstore
+from ascendctl_runtime import gangplan, healthstore, layout
 from ascendctl_runtime.exporter import (
     Collector, Metrics, make_handler, render_agent_metrics, render_supervisor_metrics,
 )
@@ -124,7 +124,7 @@ def test_the_plan_is_served_only_while_fresh(served):
     base, root = served
     assert get(base + "/health/plan")[0] == 404
     plan = gangplan.Plan(cluster="c", release="r-1", generation=3, action="stop")
-    path = healthstore.health_path(str(root), healthstore.PLAN_FILE)
+    path = healthstore.health_path(str(root), layout.PLAN_FILE)
     healthstore.write_json(path, gangplan.sign(plan, TOKEN))
     code, body = get(base + "/health/plan")
     assert code == 200 and gangplan.verify(json.loads(body), TOKEN).generation == 3

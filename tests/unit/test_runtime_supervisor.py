@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from ascendctl_runtime import healthstore
+from ascendctl_runtime import healthstore, layout
 from tests.unit.health_sim import UNIT, Cluster
 
 
@@ -215,7 +215,7 @@ def test_the_hbm_watchdogs_request_goes_through_the_same_gang_restart(tmp_path):
     cluster = Cluster(tmp_path)
     request = {"id": "req-1", "source": "hbm-watchdog", "reason": "NPU 3 HBM 98%"}
     healthstore.write_json(healthstore.health_path(str(tmp_path / "node1"),
-                                                   healthstore.RESTART_REQUEST), request)
+                                                   layout.RESTART_REQUEST), request)
     seq = start_sequence(cluster)
     cluster.run_until(lambda: cluster.stages()[-1:] == ["recovered"])
     assert "HBM watchdog" in cluster.events[0]["cause"] and "NPU 3" in cluster.events[0]["cause"]

@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING, Optional
 
 from pydantic import BaseModel, ConfigDict
 
+from ascendctl_runtime.layout import ENGINE_UNIT
+
 from ascendctl.deploy.playbook_modules.common import NoArgs
-from ascendctl.deploy.release import ENGINE_UNIT
 from ascendctl.deploy.run import DeployRun
 from ascendctl.playbook.modules import (
     Module, ModuleContext, ModuleError, ModuleResult, register_module,

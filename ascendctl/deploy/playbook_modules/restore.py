@@ -234,7 +234,7 @@ def record_failure(ctx: ModuleContext, run: DeployRun, release_id: str) -> None:
 
 def read_currents(ctx: ModuleContext, run: DeployRun) -> dict[str, Optional[str]]:
     """Each node's `current` now (for a truthful report after a failed restore)."""
-    from ascendctl.deploy.release import ALL_UNITS
+    from ascendctl_runtime.layout import ALL_UNITS
 
     def one(conn: "Remote") -> Optional[str]:
         try:

@@ -7,9 +7,10 @@ from typing import Optional
 
 from pydantic import BaseModel, ConfigDict
 
+from ascendctl_runtime.layout import ALL_UNITS
+
 from ascendctl.deploy.nodestate import NodeState
 from ascendctl.deploy.playbook_modules.common import NoArgs
-from ascendctl.deploy.release import ALL_UNITS
 from ascendctl.deploy.run import DeployRun, previous_good_release
 from ascendctl.playbook.modules import (
     FileDiff, Module, ModuleContext, ModuleError, ModuleResult, register_module,

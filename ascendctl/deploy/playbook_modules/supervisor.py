@@ -9,11 +9,11 @@ supervisor brings the group back by itself.
 
 from __future__ import annotations
 
-import json
-import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import Any, Literal
 
+from ascendctl_runtime.gangrules import RANK_START_WAIT_S
+from ascendctl_runtime.layout import HOLD_FILE
 from pydantic import BaseModel, ConfigDict
 
 from ascendctl.deploy.lock import LockLost
@@ -22,13 +22,11 @@ from ascendctl.errors import AscendctlError
 from ascendctl.playbook.modules import (
     Module, ModuleContext, ModuleError, ModuleResult, register_module,
 )
-from ascendctl.render.timeouts import RANK_START_WAIT_S
+from ascendctl.transport.nodecall import call_node
 
-if TYPE_CHECKING:
-    from ascendctl.transport.remote import Remote
-
-HOLD_FILE = "supervisor.hold"        # runtime/ascendctl_runtime/healthstore.py reads it
 HOLD_MARGIN_S = 300.0
+UNHOLD_WAIT_S = 20.0
+CALL_MARGIN_S = 30.0
 
 
 @dataclass
@@ -42,35 +40,14 @@ def hold_seconds(startup_timeout: float, ranks: int) -> float:
     return 2 * startup_timeout + ranks * RANK_START_WAIT_S + HOLD_MARGIN_S
 
 
-UNHOLD_WAIT_S = 20.0
-STATE_FILE = "health/supervisor.json"   # the supervisor's published state (healthstore)
-
-# Exit 0 once the supervisor has written its state after the hold went (a state newer than
-# the hold's removal, no longer held): status right after a deploy reads the truth.
-_UNHELD = r"""
-import json, os, sys, time
-path, since, limit = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
-deadline = time.time() + limit
-while time.time() < deadline:
-    try:
-        fresh = os.stat(path).st_mtime > since
-        state = json.load(open(path))
-    except (OSError, ValueError):
-        fresh, state = False, {}
-    if fresh and not state.get("held"):
-        sys.exit(0)
-    time.sleep(0.5)
-sys.exit(1)
-"""
-
-
-def _wait_unheld(conn: "Remote", root: str, python: str) -> bool:
-    """Wait (bounded) until the head's supervisor has noticed the hold is gone."""
-    now = conn.run(["date", "+%s.%N"], timeout=30)
-    since = now.stdout.strip() if now.ok else "0"
-    result = conn.run([python, "-c", _UNHELD, f"{root}/{STATE_FILE}", since,
-                       str(UNHOLD_WAIT_S)], timeout=UNHOLD_WAIT_S + 30)
-    return result.ok
+def _hold_call(ctx: ModuleContext, head: str, op: str, *, timeout: float,
+               **kwargs: Any) -> dict[str, Any]:
+    """One operation of ascendctl_runtime.hold_node on HEAD (the hold is written and read
+    there by the same code, healthstore.py)."""
+    inv = ctx.inventory
+    return call_node(ctx.connection_for(head), node=head, python=inv.deploy.python,
+                     entry="hold_node", timeout=timeout,
+                     request={"op": op, "kwargs": {"root": inv.deploy.root, **kwargs}})
 
 
 @register_module("supervisor_hold")
@@ -88,9 +65,8 @@ class SupervisorHoldModule(Module):
     def run(self, ctx: ModuleContext, args: Args) -> ModuleResult:
         run = DeployRun.of(ctx)
         hold = ctx.run_state.part(SupervisorHold, SupervisorHold)
-        path = f"{ctx.inventory.deploy.root}/{HOLD_FILE}"
         if args.state == "released":
-            return self._release(ctx, hold, path)
+            return self._release(ctx, hold)
         run.require_no_failure(ctx)
         held = []
         for hosts in run.groups_of(run.hosts(ctx.play_hosts)).values():
@@ -106,10 +82,9 @@ class SupervisorHoldModule(Module):
                 run.lock.verify()
             except LockLost as err:
                 raise ModuleError(f"{err}: stopping before touching the supervisor") from None
-            body = json.dumps({"until": round(time.time() + seconds, 3), "by": run.by,
-                               "reason": "deploy switching the engines"}) + "\n"
             try:
-                ctx.connection_for(head.name).write_file(path, body, mode=0o644)
+                _hold_call(ctx, head.name, "hold", timeout=CALL_MARGIN_S, seconds=seconds,
+                           by=run.by, reason="deploy switching the engines")
             except AscendctlError as err:
                 raise ModuleError(f"cannot hold the supervisor on {head.name}: {err}") from None
             if head.name not in hold.heads:
@@ -120,21 +95,22 @@ class SupervisorHoldModule(Module):
         suffix = "" if ctx.check else " (expires by itself)"
         return ModuleResult(changed=True, msg="; ".join(held) + suffix)
 
-    def _release(self, ctx: ModuleContext, hold: SupervisorHold, path: str) -> ModuleResult:
+    def _release(self, ctx: ModuleContext, hold: SupervisorHold) -> ModuleResult:
         if not hold.heads:
             return ModuleResult(msg="not held by this run")
         if ctx.check:
-            return ModuleResult(msg=f"would remove {path} on {', '.join(hold.heads)}")
+            return ModuleResult(msg=f"would remove {ctx.inventory.deploy.root}/{HOLD_FILE} "
+                                    f"on {', '.join(hold.heads)}")
         released, silent = [], []
         for head in list(hold.heads):
-            result = ctx.connection_for(head).run(["rm", "-f", "--", path], timeout=60)
-            if not result.ok:
-                raise ModuleError(f"cannot remove {path} on {head}: "
-                                  f"{result.stderr.strip()[-200:]}")
+            try:
+                answer = _hold_call(ctx, head, "release", wait_s=UNHOLD_WAIT_S,
+                                    timeout=UNHOLD_WAIT_S + CALL_MARGIN_S)
+            except AscendctlError as err:
+                raise ModuleError(f"cannot release the supervisor on {head}: {err}") from None
             hold.heads.remove(head)
             released.append(head)
-            if not _wait_unheld(ctx.connection_for(head), ctx.inventory.deploy.root,
-                                ctx.inventory.deploy.python):
+            if not answer.get("acknowledged"):
                 silent.append(head)
         quiet = (f" ({', '.join(silent)} has not said so within {UNHOLD_WAIT_S:.0f} s)"
                  if silent else "")
