@@ -29,7 +29,7 @@ CELLS = ("date", "vllm", "cann", "torch", "torch_npu", "triton_ascend", "mooncak
 NULLABLE = ("triton_ascend", "mooncake", "nnal", "image_python", "hdk")
 # What an image stack may override (a null override: the images' value is not stated).
 STACK_KEYS = ("cann", "torch_npu", "triton_ascend")
-_PRERELEASE = re.compile(r"(a|b|rc|dev)\d*$|(a|b|rc)\d+")
+_PRERELEASE = re.compile(r"(a|b|rc|\.dev)\d+")    # PEP 440 pre-releases (rc1, a2, .dev3)
 
 
 class MatrixError(ValueError):
