@@ -44,6 +44,7 @@ def run_deploy_playbook(book: str | Path, inventory: Path, *, check: bool = Fals
     from ascendctl.deploy.nodeops import ForceUnlock
     from ascendctl.deploy.run import DeployOptions, DeployRun
     from ascendctl.deploy.verdict import deploy_verdict
+    from ascendctl.engine.scope import scope_warnings
     from ascendctl.errors import InputError
     from ascendctl.inventory import load_inventory
     from ascendctl.paths import playbooks_dir
@@ -53,6 +54,9 @@ def run_deploy_playbook(book: str | Path, inventory: Path, *, check: bool = Fals
         raise InputError("--really only goes with --force-unlock", field="--really")
     inv = load_inventory(inventory)
     console = get_console(stderr=True)
+    if verb == "deploy":
+        for warning in scope_warnings(inv):
+            console.print(f"warning: {warning}", markup=False)
     force = ForceUnlock.ANY if really else ForceUnlock.STALE if force_unlock else ForceUnlock.NO
     options = DeployOptions(force_unlock=force,
                             show_progress=not as_json and sys.stderr.isatty(),

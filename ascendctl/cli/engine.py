@@ -15,6 +15,35 @@ app = typer.Typer(help="The serving engine: vllm-ascend release sets (which vLLM
                        "deploys.", no_args_is_help=True, epilog=EXIT_CODES_HELP)
 
 
+LABELS = {"date": "date", "vllm": "vLLM", "cann": "CANN", "torch": "torch",
+          "torch_npu": "torch_npu", "torch_npu_builds": "  builds", "triton_ascend":
+          "Triton-Ascend", "mooncake": "Mooncake", "nnal": "NNAL", "python": "Python",
+          "image_python": "image Python", "hdk": "HDK", "images": "images", "scope": "scope",
+          "tutorials": "tutorials"}
+
+
+def _row_lines(row, matrix) -> list[str]:
+    """One line per cell: label, value, its source ids; then the image stacks and the
+    notes of unverified or disputed cells."""
+    head = f"vllm-ascend {row.tag} ({row.date}{', pre-release' if row.prerelease else ''})"
+    lines = [head]
+    for cell, value, sources in row.cells(matrix.image_variants, matrix.image_repository):
+        mark = " (unverified)" if cell in row.unverified else ""
+        lines.append(f"  {LABELS[cell]:<14} {value}{mark}  [{', '.join(sources)}]")
+    for stack in row.image_stacks:
+        note = f" ({stack.note})" if stack.note else ""
+        lines.append(f"  drift          {stack.describe()}{note}  [{', '.join(stack.sources)}]")
+    for cell, note in row.notes.items():
+        lines.append(f"  note {cell}: {note}")
+    return lines
+
+
+def _legend(rows, matrix) -> list[str]:
+    ids = sorted({i for r in rows for ids in r.sources.values() for i in ids}
+                 | {i for r in rows for s in r.image_stacks for i in s.sources})
+    return ["sources:"] + [f"  {i}: {matrix.describe_source(i)}" for i in ids]
+
+
 @app.command("release-set")
 def release_set(
     version: Optional[str] = typer.Argument(
@@ -22,9 +51,10 @@ def release_set(
     list_all: bool = typer.Option(False, "--list", help="List every release set."),
     as_json: bool = json_option(),
 ) -> None:
-    """Print the versions a vllm-ascend release was validated with, and its images."""
+    """Print the versions a vllm-ascend release was validated with, what its images ship,
+    what it claims to support and its tutorials' flags, each with its source."""
     from ascendctl.console import print_json
-    from ascendctl.engine.releases import describe_row, load_matrix
+    from ascendctl.engine.releases import load_matrix
     from ascendctl.errors import InputError
 
     matrix = load_matrix()
@@ -35,31 +65,18 @@ def release_set(
     else:
         found = matrix.find(version.lstrip("vV"))
         if found is None:
-            raise InputError(f"vllm-ascend {version} is in no release set (known: "
+            raise InputError(f"vllm-ascend {version[:40]} is in no release set (known: "
                              f"{matrix.known()})", field="VERSION")
         rows = [found]
-    data = [r.to_dict(matrix.image_variants, matrix.image_repository) for r in rows]
+    data = [r.to_dict(matrix.image_variants, matrix.image_repository, matrix.describe_source)
+            for r in rows]
     if as_json:
         print_json(data if list_all else data[0])
         return
-    if list_all:
-        for row in rows:
-            typer.echo(describe_row(row) + (" (pre-release)" if row.prerelease else ""))
-        return
-    row, info = rows[0], data[0]
-    unverified = " (unverified: " + info["hdk"]["note"] + ")" if row.hdk.unverified else ""
-    lines = [f"vllm-ascend {row.tag} ({row.date}{', pre-release' if row.prerelease else ''})",
-             f"  vLLM           {row.vllm}", f"  CANN           {row.cann}",
-             f"  torch          {row.torch}", f"  torch_npu      {row.torch_npu}",
-             f"  Triton-Ascend  {row.triton_ascend or '-'}",
-             f"  NNAL           {row.nnal or '-'}",
-             f"  HDK            {row.hdk.version or '-'}{unverified}",
-             f"  Python         {row.python_text} (images: {row.image_python or '-'})",
-             "  images" + (" (tag scheme, not seen for this release)"
-                           if row.images_unverified else "")]
-    lines += [f"    {variant:<15} {image}" for variant, image in info["images"].items()]
-    lines.append("  sources: " + ", ".join(row.sources) + " (see release_sets.yaml)")
-    typer.echo("\n".join(lines))
+    lines: list[str] = []
+    for row in rows:
+        lines += _row_lines(row, matrix) + [""]
+    typer.echo("\n".join(lines + _legend(rows, matrix)))
 
 
 @app.command("identity")

@@ -23,6 +23,7 @@ def plan(inventory: Path = inventory_option(),
     layout cannot fit (the numbers are printed first). Nothing is contacted.
     """
     from ascendctl.console import get_console, print_json
+    from ascendctl.engine.scope import pinned_release, tutorial_for
     from ascendctl.inventory import load_inventory
     from ascendctl.plan import plan_inventory, refusal_message
     from ascendctl.plan.flags import engine_flags, launch_flags
@@ -33,11 +34,12 @@ def plan(inventory: Path = inventory_option(),
     result = plan_inventory(inv, model_config_path=model_config)
     rec = result.recommended
     flags = {}
+    tutorial = tutorial_for(pinned_release(inv), inv.model)
     for key, layout_plan in (("requested", result.requested), ("recommended", rec)):
         if layout_plan is not None:
             flags[key] = launch_flags(layout_plan.layout) + engine_flags(
                 inv.serving, inv.model, layout_plan.layout,
-                checkpoint_dtype=result.model.torch_dtype)
+                checkpoint_dtype=result.model.torch_dtype, tutorial=tutorial)
     if as_json:
         print_json(result.as_dict() | {"flags": flags})
     else:

@@ -1,11 +1,14 @@
 """The `vllm serve` flags implied by the inventory (and a layout): one source for the
-planner's printout and the rendered engine command lines."""
+planner's printout and the rendered engine command lines. Where the pinned vllm-ascend
+release has a tutorial for the model, its flags are added (release_sets.yaml,
+`tutorials:`), so the command equals the tutorial's."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+from ascendctl.engine.releases import TutorialFlags
 from ascendctl.inventory.model import ModelSpec, ServingSpec
 from ascendctl.plan.layout import Layout
 from ascendctl.plan.quant import ENGINE_QUANTIZATION
@@ -28,21 +31,38 @@ def parallel_flags(layout: Layout) -> list[str]:
     return flags
 
 
-# Checked against the vllm-ascend tutorial "Qwen3.5-397B-A17B", section "Multi-node
-# Deployment with MP" (docs/source/tutorials/models/Qwen3.5-397B-A17B.md, as published for
-# releases-v0.22.1rc and main; the model needs >= v0.17.0rc1): both nodes also pass
-# `--seed 1024` and `--async-scheduling`, and the speculative config carries
-# `"enforce_eager": true` ({"method": "qwen3_5_mtp", "num_speculative_tokens": 3,
-# "enforce_eager": true}); the A2 multi-node example omits --quantization ascend, the A3
-# single-node one passes it. None of these is a default here: add them with
-# serving.extra_args / serving.speculative_config (the reference inventory keeps FACTS.md's
-# recipe verbatim, which the acceptance test compares flag by flag).
+def _flag_name(token: str) -> str:
+    """`--no-async-scheduling`, `--async_scheduling=x` -> `async-scheduling`."""
+    name = token.split("=", 1)[0].lstrip("-").replace("_", "-")
+    return name[3:] if name.startswith("no-") else name
+
+
+def _tutorial_args(tutorial: TutorialFlags, extra_args: list[str]) -> list[str]:
+    """The tutorial's flags the inventory's extra_args does not set itself (in either
+    form: `--seed 7` replaces the tutorial's `--seed 1024`, `--no-async-scheduling`
+    drops `--async-scheduling`)."""
+    given = {_flag_name(t) for t in extra_args if t.startswith("--")}
+    out: list[str] = []
+    args = list(tutorial.args)
+    for i, token in enumerate(args):
+        if not token.startswith("--"):
+            continue
+        value = [args[i + 1]] if i + 1 < len(args) and not args[i + 1].startswith("--") else []
+        if _flag_name(token) not in given:
+            out += [token, *value]
+    return out
+
+
 def engine_flags(serving: ServingSpec, model: ModelSpec, layout: Layout, *,
-                 checkpoint_dtype: str | None) -> list[str]:
+                 checkpoint_dtype: str | None,
+                 tutorial: TutorialFlags | None = None) -> list[str]:
     """Flags shared by every rank, after the launch-mode flags, in the recipe's order.
 
     `--dtype` is passed only when it changes what the engine would pick from the
-    checkpoint (`checkpoint_dtype`, None when unknown: then it is always passed)."""
+    checkpoint (`checkpoint_dtype`, None when unknown: then it is always passed).
+    `tutorial`: what the pinned release's tutorial for this model adds
+    (ascendctl.engine.scope.tutorial_for); the inventory's own values win: its
+    speculative_config keys over the tutorial's, its extra_args over the tutorial's flags."""
     flags = parallel_flags(layout)
     flags += ["--max-num-seqs", str(serving.max_num_seqs),
               "--max-model-len", str(serving.max_model_len)]
@@ -64,11 +84,16 @@ def engine_flags(serving: ServingSpec, model: ModelSpec, layout: Layout, *,
     if model.served_name:
         flags += ["--served-model-name", model.served_name]
     if serving.speculative_config:
-        flags += ["--speculative-config", json_arg(serving.speculative_config)]
+        speculative = dict(serving.speculative_config)
+        for key, value in (tutorial.speculative_config if tutorial else {}).items():
+            speculative.setdefault(key, value)
+        flags += ["--speculative-config", json_arg(speculative)]
     if serving.compilation_config:
         flags += ["--compilation-config", json_arg(serving.compilation_config)]
     if serving.additional_config:
         flags += ["--additional-config", json_arg(serving.additional_config)]
+    if tutorial is not None:
+        flags += _tutorial_args(tutorial, list(serving.extra_args))
     return flags + list(serving.extra_args)
 
 

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ascendctl.engine.scope import scope_warnings
 from ascendctl.errors import InputError
 from ascendctl.inventory import Inventory
 from ascendctl.plan import memory as mem
@@ -107,7 +108,9 @@ def plan_inventory(inv: Inventory, *, model_config: ModelConfig | None = None,
                    model_config_path: str | os.PathLike[str] | None = None) -> Plan:
     """Plan the inventory's own layout, rank the alternatives, never raise on a misfit."""
     cfg = model_config or resolve_model_config(inv, model_config_path)
-    return make_plan(cfg, requested_layout(inv), workload(inv))
+    plan = make_plan(cfg, requested_layout(inv), workload(inv))
+    plan.requested.warnings.extend(scope_warnings(inv))
+    return plan
 
 
 def check_inventory(inv: Inventory, **kwargs: Any) -> Plan:

@@ -17,6 +17,7 @@ from ascendctl_runtime.nodeutil import host_port
 
 from ascendctl.errors import InputError
 from ascendctl.inventory import Host, Inventory
+from ascendctl.engine.scope import pinned_release, tutorial_for
 from ascendctl.plan.flags import engine_flags
 from ascendctl.plan.inventory_plan import requested_layout
 from ascendctl.plan.memory import HCCL_BUFFSIZE_MB_DEFAULT
@@ -52,7 +53,8 @@ def engine_argv(inv: Inventory, host: Host, release: str, *,
     s = inv.serving
     head = inv.head
     common = engine_flags(s, inv.model, requested_layout(inv),
-                          checkpoint_dtype=checkpoint_dtype)
+                          checkpoint_dtype=checkpoint_dtype,
+                          tutorial=tutorial_for(pinned_release(inv), inv.model))
     argv = [s.engine, "serve", model_path(release), "--host", listen_address(host),
             "--port", str(s.port)]
     if s.mode == "dp":

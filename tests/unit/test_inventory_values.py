@@ -191,7 +191,7 @@ def test_a_future_release_is_compared_with_the_newest_known():
 
 
 @pytest.mark.parametrize("pinned,nearest,words", [
-    ("0.24.0", "v0.23.0.post1", "is no known release"),
+    ("0.24.0", "v0.24.0rc1", "is no known release"),
     ("0.23.5", "v0.23.0.post1", "is no known release"),
     ("0.10.0", "v0.17.0rc1", "older than any known release"),
 ])

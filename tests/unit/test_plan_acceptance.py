@@ -7,8 +7,13 @@ import shlex
 import subprocess
 import sys
 
-import pytest
+from pathlib import Path
 
+import pytest
+import yaml
+
+from ascendctl.engine.releases import load_matrix
+from ascendctl.engine.scope import tutorial_for
 from ascendctl.exitcodes import Exit
 from ascendctl.plan import PlanRefused, check_inventory, plan_inventory
 from ascendctl.plan.memory import GIB
@@ -32,6 +37,10 @@ RECIPE_NODE0 = (
 JSON_FLAGS = {"--speculative-config", "--compilation-config", "--additional-config"}
 MODEL_DIR = "/var/lib/ascendctl/releases/r1/model"
 NODE0_IP, NODE1_IP = "198.18.100.10", "198.18.100.11"
+# each release's tutorial command (node 0 and node 1), recorded with its source
+TUTORIAL_FIXTURE = Path(__file__).parents[1] / "fixtures" / "tutorials" / \
+    "qwen3.5-397b-a17b-mp.yaml"
+TUTORIALS = yaml.safe_load(TUTORIAL_FIXTURE.read_text())["releases"]
 
 
 def options(argv: list[str]) -> list[tuple[str, object]]:
@@ -73,8 +82,35 @@ def test_w8a8_on_two_a2_fits_with_dp2_tp8_ep_and_shows_the_numbers(tmp_path):
     assert plan.recommended.layout == req.layout
 
 
-def test_w8a8_rendered_command_lines_match_the_recipe(tmp_path):
+def flag_set(argv: list[str]) -> list[tuple[str, object]]:
+    """(flag, value) pairs, flags spelled with dashes (vLLM reads `--speculative_config`
+    as `--speculative-config`), in no order."""
+    spelled = [t.replace("_", "-") if t.startswith("--") else t for t in argv]
+    return sorted(options(spelled), key=repr)
+
+
+def pin_release(row):
+    """An inventory edit pinning `versions:` to ROW's set (the driver only where the set
+    states no HDK to compare it with)."""
+    def edit(data):
+        versions = data["all"]["vars"]["versions"]
+        python = row.python[1]
+        builds = [b.version for b in row.torch_npu_builds
+                  if b.python == python and b.arch == "aarch64"]      # Atlas 800 A2: Kunpeng
+        versions.update(vllm_ascend=row.vllm_ascend, vllm=row.vllm, cann=row.cann,
+                        python=python, torch_npu=(builds or [row.torch_npu])[0])
+        if row.hdk.version and not row.hdk.unverified:
+            versions["driver"] = row.hdk.version
+    return edit
+
+
+def test_the_reference_release_has_no_tutorial_and_renders_the_recipe(tmp_path):
+    # the reference pins v0.17.0rc1, whose docs have no Qwen3.5-397B-A17B tutorial (it
+    # came with v0.18.0rc1): its command is FACTS.md's recipe, flag by flag
     inv = make_inventory(tmp_path)
+    assert inv.versions.vllm_ascend == "0.17.0rc1"
+    assert tutorial_for(load_matrix().find("0.17.0rc1"), inv.model) is None
+    assert "0.17.0rc1" not in TUTORIALS
     nodes = render_release(inv, release_id="r1")
     node0, node1 = engine_argv(nodes["node0"]), engine_argv(nodes["node1"])
     assert options(node0) == options(recipe(NODE0_IP))
@@ -83,6 +119,26 @@ def test_w8a8_rendered_command_lines_match_the_recipe(tmp_path):
                  else o for o in expected1]
     expected1 += [("--headless", None), ("--data-parallel-start-rank", "1")]
     assert sorted(options(node1), key=repr) == sorted(expected1, key=repr)
+
+
+@pytest.mark.parametrize("release", sorted(TUTORIALS))
+def test_rendered_command_lines_equal_the_pinned_releases_tutorial(tmp_path, release):
+    row = load_matrix().find(release)
+    inv = make_inventory(tmp_path, pin_release(row))
+    nodes = render_release(inv, release_id="r1")
+    tutorial = TUTORIALS[release]
+    flags = tutorial_for(row, inv.model)
+    for node, ip, key, variable in (("node0", NODE0_IP, "node0", "$local_ip"),
+                                    ("node1", NODE1_IP, "node1", "$node0_ip")):
+        ours = flag_set(engine_argv(nodes[node]))
+        command = tutorial[key].replace("Eco-Tech/Qwen3.5-397B-A17B-w8a8-mtp", MODEL_DIR)
+        theirs = flag_set(shlex.split(command.replace(
+            variable, NODE0_IP if node == "node1" else ip)))
+        if "--quantization ascend" in (flags.differs if flags else ""):
+            # the inventory's W8A8 weights need it; this tutorial's A2 example omits it
+            assert ("--quantization", "ascend") not in theirs
+            theirs = sorted(theirs + [("--quantization", "ascend")], key=repr)
+        assert ours == theirs, (release, node)
 
 
 def test_bf16_on_two_a2_is_refused_with_the_numbers(tmp_path):
