@@ -105,9 +105,9 @@ def pin_release(row):
 
 
 def test_the_reference_release_has_no_tutorial_and_renders_the_recipe(tmp_path):
-    # the reference pins v0.17.0rc1, whose docs have no Qwen3.5-397B-A17B tutorial (it
-    # came with v0.18.0rc1): its command is FACTS.md's recipe, flag by flag
-    inv = make_inventory(tmp_path)
+    # v0.17.0rc1's docs have no Qwen3.5-397B-A17B tutorial (it came with v0.18.0rc1): the
+    # reference pinned to it renders FACTS.md's recipe, flag by flag
+    inv = make_inventory(tmp_path, pin_release(load_matrix().find("0.17.0rc1")))
     assert inv.versions.vllm_ascend == "0.17.0rc1"
     assert tutorial_for(load_matrix().find("0.17.0rc1"), inv.model) is None
     assert "0.17.0rc1" not in TUTORIALS

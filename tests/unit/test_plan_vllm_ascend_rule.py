@@ -25,6 +25,11 @@ from tests.unit.test_plan_inventories import make_inventory, model, serving, set
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures/models/qwen3.5-35b-a3b/config.json"
 
 
+# The release the published figures come from (#7393 and the v0.17.0rc1 release notes)
+V0_17 = {"driver": "24.1.0", "cann": "8.5.1", "python": "3.11", "torch_npu": "2.9.0",
+         "vllm": "0.17.0", "vllm_ascend": "0.17.0rc1"}
+
+
 def qwen35_35b(tp: int, *, versions: dict | None = None, spec: int = 3, edit_config=None):
     def edit(data):
         set_nodes(data, 1)
@@ -45,8 +50,8 @@ def first_stage(tmp_path, edit, name="inventory.yaml"):
 
 
 def test_qwen35_35b_tp8_mtp3_gives_the_pages_of_issue_7393(tmp_path):
-    plan, stage = first_stage(tmp_path, qwen35_35b(8))
-    assert plan.workload.page_rule.release == "0.17.0rc1"    # inventory.example.yaml's pin
+    plan, stage = first_stage(tmp_path, qwen35_35b(8, versions=V0_17))
+    assert plan.workload.page_rule.release == "0.17.0rc1"
     assert stage["kv_block_size"] == 512                    # attn_block_size=512
     assert stage["ssm_state_bytes"] == 262_144              # ssm_block_page_size=262144
     assert stage["conv_state_bytes"] == 12_288              # conv_block_page_size=12288
@@ -56,7 +61,7 @@ def test_qwen35_35b_tp8_mtp3_gives_the_pages_of_issue_7393(tmp_path):
 
 
 def test_qwen35_35b_tp2_block_is_2048_as_the_release_notes_say(tmp_path):
-    _, stage = first_stage(tmp_path, qwen35_35b(2))
+    _, stage = first_stage(tmp_path, qwen35_35b(2, versions=V0_17))
     assert stage["kv_block_size"] == 2048
 
 
@@ -174,7 +179,7 @@ def test_chip_table_marks_what_is_derived():
 
 
 def test_plan_says_which_rule_and_total_it_used(tmp_path):
-    make_inventory(tmp_path, qwen35_35b(8))
+    make_inventory(tmp_path, qwen35_35b(8, versions=V0_17))
     argv = [sys.executable, "-m", "ascendctl", "plan", "-i", str(tmp_path / "inventory.yaml")]
     env = {"ASCENDCTL_PLAIN": "1", "PATH": "/usr/bin:/bin", "COLUMNS": "200"}
     text = subprocess.run(argv, capture_output=True, text=True, env=env, check=True).stdout
