@@ -8,7 +8,7 @@ the release runs the image by ID (its identity) in ascendctl-engine-container.se
 from __future__ import annotations
 
 from collections.abc import Container, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ascendctl.engine import container_run
 from ascendctl.engine.archive_files import cached_archive_files
@@ -19,7 +19,6 @@ from ascendctl.engine.kinds.base import (
     BASE, EngineKind, EnginePlan, Fail, Launch, NodeEngine, NodeObjects, Path, map_nodes,
     node_ops, refuse_serving_engine,
 )
-from ascendctl.engine.nodeops import EngineNodeOps
 from ascendctl.engine.releases import chip_variants, load_matrix, parse_official_tag
 from ascendctl.errors import AscendctlError, InputError
 from ascendctl.facts.engine import CANN_FILES, image_cann_from_files
@@ -27,6 +26,9 @@ from ascendctl.facts.versions import try_parse_version
 from ascendctl.inventory.container_safety import engine_problems
 from ascendctl.inventory.engine import EngineSpec
 from ascendctl.inventory.excerpt import excerpt
+
+if TYPE_CHECKING:
+    from ascendctl.engine.nodeops import EngineNodeOps
 
 FIELDS = ("runtime", "runtime_path", "image", "archive", "mounts", "options", "ipc",
           "shm_size", "allow_unsafe")

@@ -14,7 +14,7 @@ import json
 import re
 from collections.abc import Container, Mapping, Sequence
 from pathlib import Path as FilePath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ascendctl.engine.expectation import EnginePackages
 from ascendctl.engine.identity import (
@@ -24,8 +24,10 @@ from ascendctl.engine.kinds.base import (
     EngineKind, EnginePlan, Fail, Launch, NodeEngine, NodeObjects, Path, map_nodes, node_ops,
     refuse_serving_engine,
 )
-from ascendctl.engine.nodeops import EngineNodeOps
 from ascendctl.inventory.engine import EngineSpec
+
+if TYPE_CHECKING:
+    from ascendctl.engine.nodeops import EngineNodeOps
 
 FIELDS = ("wheelhouse", "packages", "python")
 ENGINES_DIR = "engines"
