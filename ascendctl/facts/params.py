@@ -32,9 +32,8 @@ class GatherParams:
     extended: bool = False                      # also usages/memory/common/optical/lldp/link_stat
     max_jobs: int = 16
     pings_only: bool = False                    # only the ping/dfping sections (a second round)
-    # the serving engine's container runtime, if it has one (its kind's gather_params),
-    # and the image references (the release's image ID from the archive, then
-    # engine.image) the node may hold
+    # the serving engine (engine.kind container): its runtime and the image references
+    # (the release's image ID from the archive, then engine.image) the node may hold
     engine_runtime: str | None = None           # podman | docker; None: no container facts
     engine_runtime_path: str | None = None      # default /usr/bin/<runtime>
     engine_images: tuple[str, ...] = ()
