@@ -76,9 +76,6 @@ def _root(
 
         typer.echo(f"ascendctl {__version__}")
         raise typer.Exit(0)
-    # the engine kinds build on the inventory package, which cannot import them: loading
-    # them here hands them to the inventory loader before any command reads an inventory
-    import ascendctl.engine.kinds  # noqa: F401
 
 
 def main() -> None:
