@@ -7,6 +7,8 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -159,3 +161,30 @@ def test_a_host_engine_or_an_unknown_record_is_no_identity(tmp_path):
     assert identity_from_record(host) is None          # a host release depends on no engine
     assert identity_from_record({"kind": "wasm", "id": "x"}) is None
     assert identity_from_record({}) is None
+
+
+def _python(code: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT)
+
+
+def test_the_cli_loads_the_kinds_for_a_command_but_not_for_its_help(tmp_path):
+    path = tmp_path / "inventory.yaml"
+    path.write_text((ROOT / "inventory.example.yaml").read_text())
+    code = ("import sys\nfrom typer.testing import CliRunner\nimport ascendctl.cli as cli\n"
+            "cli._register_commands()\nresult = CliRunner().invoke(cli.app, sys.argv[1:])\n"
+            "print(result.exit_code, 'ascendctl.engine.kinds' in sys.modules)")
+    assert _python(code, "deploy", "--help").stdout.split() == ["0", "False"]
+    assert _python(code, "inventory", "check", "-i", str(path)).stdout.split() == ["0", "True"]
+
+
+def test_loading_an_inventory_without_the_kinds_says_so(tmp_path):
+    """A caller of the library that never imported ascendctl.engine.kinds gets told, not
+    an inventory error."""
+    path = tmp_path / "inventory.yaml"
+    path.write_text((ROOT / "inventory.example.yaml").read_text())
+    result = _python("import sys\nfrom ascendctl.inventory import load_inventory\n"
+                     "load_inventory(sys.argv[1], check_files=False)", str(path))
+    assert result.returncode == 1
+    assert "internal: no engine kinds are registered (import ascendctl.engine.kinds" \
+        in result.stderr
