@@ -75,6 +75,7 @@ def clear_nodes(lab, names: list[str]) -> None:
 
 
 def timed_push(inventory: Path, archive: Path) -> tuple[float, dict]:
+    import ascendctl.engine.kinds  # noqa: F401  (the inventory loader validates through them)
     from ascendctl.inventory import load_inventory
     from ascendctl.weights.files_push import push_files
 

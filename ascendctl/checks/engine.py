@@ -21,8 +21,8 @@ from ascendctl.facts.node import NodeFacts
 from ascendctl.facts.versions import try_parse_version
 
 
-def _only_container(exp: Expectations) -> Outcome | None:
-    if exp.engine.kind != "container":
+def _needs_runtime(exp: Expectations) -> Outcome | None:
+    if exp.engine.runtime is None:
         return Outcome.skip(f"engine.kind {exp.engine.kind}: no container runtime")
     return None
 
@@ -36,7 +36,7 @@ def _only_container(exp: Expectations) -> Outcome | None:
                 "set engine.runtime_path",
 )
 def runtime(node: str, facts: NodeFacts, exp: Expectations) -> Outcome:
-    if (skip := _only_container(exp)) is not None:
+    if (skip := _needs_runtime(exp)) is not None:
         return skip
     found = facts[ENGINE_RUNTIME]
     if found is None:
@@ -66,7 +66,7 @@ def runtime(node: str, facts: NodeFacts, exp: Expectations) -> Outcome:
 )
 def image(facts: Mapping[str, NodeFacts], exp: Expectations) -> dict[str, Outcome]:
     engine = exp.engine
-    if engine.kind != "container":
+    if engine.image is None:
         return {n: Outcome.skip(f"engine.kind {engine.kind}: no image") for n in facts}
     if engine.archive:
         if engine.archive_error:
@@ -119,7 +119,7 @@ def image(facts: Mapping[str, NodeFacts], exp: Expectations) -> dict[str, Outcom
                 "accepts it: `ascendctl engine release-set --list`), or upgrade the driver",
 )
 def image_cann(node: str, facts: NodeFacts, exp: Expectations) -> Outcome:
-    if (skip := _only_container(exp)) is not None:
+    if (skip := _needs_runtime(exp)) is not None:
         return skip
     cann = facts[ENGINE_IMAGE_CANN]
     source = "image"
@@ -169,8 +169,8 @@ def image_cann(node: str, facts: NodeFacts, exp: Expectations) -> Outcome:
                 "made for this driver",
 )
 def hdk(node: str, facts: NodeFacts, exp: Expectations) -> Outcome:
-    if exp.engine.kind == "container":
-        return Outcome.skip("engine.kind container: see engine.image_cann")
+    if exp.engine.stack_from is not None:
+        return Outcome.skip(f"engine.kind {exp.engine.kind}: see engine.image_cann")
     va = try_parse_version(engine_packages(facts, exp).get("vllm_ascend"))
     if va is None:
         return Outcome.skip("no vllm-ascend in the engine: no release set applies")
@@ -251,7 +251,7 @@ def npu_holders(node: str, facts: NodeFacts, exp: Expectations) -> Outcome:
                 "engine really needs it",
 )
 def unsafe(node: str, facts: NodeFacts, exp: Expectations) -> Outcome:
-    if (skip := _only_container(exp)) is not None:
+    if (skip := _needs_runtime(exp)) is not None:
         return skip
     if not exp.engine.unsafe:
         return Outcome.ok("no unsafe options or mounts")

@@ -8,9 +8,9 @@ comparing the nodes with each other (documented per check in docs/checks.md).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Mapping
 
-from ascendctl_runtime.layout import ENGINE_UNIT
+from ascendctl.engine.expectation import EngineExpectation
 
 
 @dataclass(frozen=True)
@@ -40,25 +40,6 @@ class NodeExpectation:
     dp_start_rank: int | None = None     # --data-parallel-start-rank
     dp_size_local: int | None = None     # --data-parallel-size-local
     headless: bool | None = None         # --headless
-
-
-@dataclass(frozen=True)
-class EngineExpectation:
-    """The inventory's serving engine (docs/engine.md): what the engine checks compare."""
-
-    kind: str = "host"                   # host | container | venv
-    runtime: str | None = None           # podman | docker (container)
-    image: str | None = None             # engine.image (container)
-    archive: str | None = None           # engine.archive on the jump host (container)
-    archive_image_id: str | None = None  # the image the archive holds
-    archive_cann: Any = None             # facts.engine.ImageCann read from the archive
-    archive_error: str | None = None     # the archive cannot be read
-    packages: Mapping[str, str] = field(default_factory=dict)   # venv: wheelhouse name -> version
-    wheelhouse_error: str | None = None
-    own_unit: str = ENGINE_UNIT
-    own_container: str = "ascendctl-engine"
-    allow_own: bool = True               # our own engine may hold the NPUs (re-deploy)
-    unsafe: tuple[str, ...] = ()         # acknowledged unsafe options (engine.allow_unsafe)
 
 
 @dataclass(frozen=True)

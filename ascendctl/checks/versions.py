@@ -37,18 +37,19 @@ IN_IMAGE = ("cann", "torch", "torch_npu", "vllm", "vllm_ascend", "python")
 
 
 def engine_packages(facts: NodeFacts, exp: Expectations) -> dict[str, str | None]:
-    """The engine's Python packages: the node's Python (engine.kind host), the
-    wheelhouse the venv is built from (venv)."""
-    if exp.engine.kind == "venv":
-        return {name: exp.engine.packages.get(name) for name in _PIP_NAMES}
+    """The engine's Python packages: the node's Python, or the ones the engine's kind
+    names (a venv: its wheelhouse)."""
+    if exp.engine.packages is not None:
+        return {name: exp.engine.packages.versions.get(name) for name in _PIP_NAMES}
     return {name: facts.python.version_of(name) if facts.python else None for name in _PIP_NAMES}
 
 
 def _in_image(exp: Expectations, what: str) -> Outcome | None:
-    """Skip for a container engine: the image carries the CANN toolkit and the Python stack."""
-    if exp.engine.kind == "container":
-        return Outcome.skip(f"engine.kind container: the {what} is the image's "
-                            "(see engine.image_cann)")
+    """Skip when the engine brings its own CANN toolkit and Python stack (a container's
+    image): the node's are not the engine's."""
+    if exp.engine.stack_from is not None:
+        return Outcome.skip(f"engine.kind {exp.engine.kind}: the {what} is the "
+                            f"{exp.engine.stack_from}'s (see engine.image_cann)")
     return None
 
 
@@ -162,11 +163,10 @@ def cann_driver(node: str, facts: NodeFacts, exp: Expectations) -> Outcome:
 def python_stack(node: str, facts: NodeFacts, exp: Expectations) -> Outcome:
     if (skip := _in_image(exp, "Python stack")) is not None:
         return skip
-    venv = exp.engine.kind == "venv"
-    if venv and exp.engine.wheelhouse_error:
-        return Outcome(Status.FAIL, f"engine.wheelhouse: {exp.engine.wheelhouse_error}",
-                       "Point engine.wheelhouse at a directory of wheels (pip wheel ... -w DIR)")
-    if facts.python is None and not venv:
+    source = exp.engine.packages
+    if source is not None and source.error:
+        return Outcome(Status.FAIL, source.error, source.error_fix)
+    if facts.python is None and source is None:
         return Outcome(Status.FAIL, "could not read the Python environment (" +
                        (facts.problem("python") or "not gathered") + ")",
                        "Check that the inventory's python path exists on the node")
@@ -176,9 +176,9 @@ def python_stack(node: str, facts: NodeFacts, exp: Expectations) -> Outcome:
     missing = [n for n in exp.required_packages if not packages.get(n)]
     if missing:
         names = " ".join(_PIP_NAMES.get(n, n) for n in missing)
-        if venv:
-            return Outcome(Status.FAIL, "the wheelhouse has no wheel of: " + names.replace(" ", ", "),
-                           f"pip wheel {names} -w <engine.wheelhouse>  # versions from the matrix")
+        if source is not None:
+            return Outcome(Status.FAIL, source.missing + names.replace(" ", ", "),
+                           f"{source.install} {names}{source.install_into}  # versions from the matrix")
         return Outcome(Status.FAIL, "not installed: " + names.replace(" ", ", "),
                        f"{facts.python.executable or 'python3'} -m pip install "
                        + names + "  # versions from the matrix")
@@ -204,7 +204,8 @@ def python_stack(node: str, facts: NodeFacts, exp: Expectations) -> Outcome:
     if wrong:
         pins = " ".join(f"{_PIP_NAMES[n]}=={v.text}" for n, v in
                         (("vllm", row.vllm), ("torch", row.torch), ("torch_npu", row.torch_npu)))
-        where = "pip wheel" if venv else f"{facts.python.executable or 'python3'} -m pip install"
+        where = source.install if source is not None else \
+            f"{facts.python.executable or 'python3'} -m pip install"
         return Outcome(Status.FAIL, f"vllm-ascend {va} needs: " + "; ".join(wrong),
                        f"{where} {pins}"
                        + (f"  # and CANN {row.cann}" if any(w.startswith("CANN") for w in wrong) else ""))
@@ -249,14 +250,16 @@ def python_version(node: str, facts: NodeFacts, exp: Expectations) -> Outcome:
 )
 def pinned(node: str, facts: NodeFacts, exp: Expectations) -> Outcome:
     pins = exp.versions.items()
-    if exp.engine.kind == "container":
+    stack = exp.engine.stack_from
+    if stack is not None:
         # the image's versions: its CANN is engine.image_cann's, the rest is in the image
         pins = tuple((n, p) for n, p in pins if n not in IN_IMAGE)
     if not pins:
         return Outcome.skip("the inventory pins no versions" if not exp.versions.items() else
-                            "engine.kind container: the pinned versions are the image's")
+                            f"engine.kind {exp.engine.kind}: the pinned versions are the "
+                            f"{stack}'s")
     installed = component_versions(facts)
-    if exp.engine.kind == "venv":
+    if exp.engine.packages is not None:
         installed.update(engine_packages(facts, exp))
     wrong, absent = [], []
     for name, pin in pins:

@@ -86,15 +86,11 @@ def identity(inventory: Path = inventory_option(), as_json: bool = json_option()
 
     A container engine without an archive is identified on the nodes at deploy time."""
     from ascendctl.console import print_json
-    from ascendctl.engine.identity import resolve_identity
-    from ascendctl.errors import InputError
+    from ascendctl.engine.kinds import kind_of
     from ascendctl.inventory import load_inventory
 
     inv = load_inventory(inventory, check_files=False)
-    if inv.engine.kind == "container" and not inv.engine.archive:
-        raise InputError("engine.archive is not set: the image ID is read from the nodes "
-                         "at deploy time", file=str(inv.path), field="engine.archive")
-    ident = resolve_identity(inv)
+    ident = kind_of(inv.engine).identity(inv)
     if as_json:
         print_json(ident.to_dict())
     else:

@@ -18,6 +18,7 @@ from ascendctl_runtime.layout import ENGINE_UNITS, SIDE_UNITS, UNITS_DIR
 
 from ascendctl.deploy.bundle import runtime_bundle
 from ascendctl.engine.identity import EngineIdentity
+from ascendctl.engine.kinds import kind_named
 from ascendctl.inventory import Inventory
 from ascendctl.render.files import RenderedFile, release_dir
 from ascendctl.render.release import render_release
@@ -73,13 +74,7 @@ def summarize(inv: Inventory, engine: EngineIdentity | None = None) -> dict[str,
 
 def engine_summary(inv: Inventory, engine: EngineIdentity) -> dict[str, Any]:
     """What the release meta records of its engine (history, rollback, prune)."""
-    spec = inv.engine
-    out: dict[str, Any] = {"kind": engine.kind, "id": engine.id, "short": engine.short}
-    if engine.kind == "container":
-        out.update(image=spec.image, runtime=spec.runtime, runtime_path=spec.runtime_executable)
-    elif engine.kind == "venv":
-        out.update(python=engine.detail.get("python"))
-    return out
+    return kind_named(engine.kind).summary(inv, engine)
 
 
 def plan_release(inv: Inventory, *, secrets: Mapping[str, str] | None = None,
@@ -100,8 +95,9 @@ def plan_release(inv: Inventory, *, secrets: Mapping[str, str] | None = None,
 
     probe = render(ID_PLACEHOLDER)
     extra = [weights_digest, secret_digest]
-    if engine is not None and engine.kind != "host":
-        extra.append(engine.release_component())
+    component = kind_named(engine.kind).release_component(engine) if engine else None
+    if component is not None:
+        extra.append(component)
     release_id = "r-" + _digest(probe, extra)[:12]
     files = render(release_id)
     names = {node: {f.path.removeprefix(f"{UNITS_DIR}/") for f in node_files

@@ -24,6 +24,7 @@ from ascendctl.deploy.lock import ClusterLock
 from ascendctl.deploy.nodeops import ForceUnlock, NodeOps
 from ascendctl.deploy.nodestate import LockHolder, NodeState, UnitState
 from ascendctl.deploy.release import ENGINE_UNITS, SIDE_UNITS, ReleasePlan, plan_release, weights_digest
+from ascendctl.engine.kinds import identity_from_record, kind_of
 from ascendctl.errors import AscendctlError
 from ascendctl.playbook.modules import ModuleContext, ModuleError
 
@@ -216,8 +217,8 @@ class DeployRun:
             if self._engine_plan is None:
                 from ascendctl.engine.present import plan_engine
 
-                spec = self.inv.engine
-                if spec.kind == "container" and not spec.archive and pool is None:
+                if kind_of(self.inv.engine).identity_needs_nodes(self.inv.engine) \
+                        and pool is None:
                     raise AscendctlError("internal: the engine's image ID must be read from "
                                          "the nodes (run `release_facts` first)")
                 self._engine_plan = plan_engine(self.inv, pool)
@@ -228,15 +229,8 @@ class DeployRun:
         the one the chosen release recorded (rollback; None for a host engine)."""
         if self.wanted is None:
             return self.engine_plan().identity
-        from ascendctl.engine.identity import EngineIdentity
-
         release = self.state(self.inv.head).release(self.wanted)
-        recorded = (release.summary.get("engine") if release else None) or {}
-        if recorded.get("kind") in ("container", "venv") and recorded.get("id"):
-            return EngineIdentity(str(recorded["kind"]), str(recorded["id"]),
-                                  {k: str(v) for k, v in recorded.items()
-                                   if k in ("image", "python") and v})
-        return None
+        return identity_from_record((release.summary.get("engine") if release else None) or {})
 
     def release(self) -> ReleasePlan:
         """The release this inventory renders (needs every node's state for its NIC)."""

@@ -1,13 +1,12 @@
-"""The engine's identity: what makes two releases run the same engine or not.
+"""The engine's identity: what makes two releases run the same engine or not, and the
+readers of what it is computed from on this machine.
 
-- container: the image ID, i.e. the sha256 of the image's config JSON. From an archive it
-  is read without loading anything (`manifest.json` → `Config` → sha256 of that member;
-  ascendctl.engine.image_archive);
-  without an archive the nodes report it (`podman image inspect --format {{.Id}}`), and
-  every node must hold the same one.
-- venv: a hash over the wheelhouse's content (sorted file names with their sha256), the
-  node Python that builds the venv and the packages asked for.
-- host: the executable's name; what it runs is outside ascendctl's control.
+Each kind computes its own (ascendctl/engine/kinds/): a container is its image ID, the
+sha256 of the image's config JSON, read from an archive without loading anything
+(`manifest.json` → `Config` → sha256 of that member; ascendctl.engine.image_archive) or
+reported by the nodes; a venv is a hash over the wheelhouse's content (sorted file names
+with their sha256), the node Python that builds it and the packages asked for; a host
+engine is the executable's name.
 
 A changed identity is a new release (`release_component()` goes into the release id).
 """
@@ -15,10 +14,8 @@ A changed identity is a new release (`release_component()` goes into the release
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import stat
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,18 +35,10 @@ class EngineError(AscendctlError):
 
 @dataclass(frozen=True)
 class EngineIdentity:
-    kind: str                 # host | container | venv
-    id: str                   # host:<command> | sha256:<hex> | venv:<hex>
+    kind: str                 # the engine kind's name
+    id: str                   # e.g. host:<command> | sha256:<hex> | venv:<hex>
+    short: str = field(compare=False)   # a short form for names (history, messages)
     detail: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
-
-    @property
-    def short(self) -> str:
-        """A short form for names (release ids, venv directories)."""
-        if self.kind == "container":
-            return "img-" + self.id.removeprefix("sha256:")[:12]
-        if self.kind == "venv":
-            return "venv-" + self.id.removeprefix("venv:")[:12]
-        return "host"
 
     def release_component(self) -> str:
         """The line the release planner hashes into the release id."""
@@ -138,76 +127,3 @@ def _check_wheel(root: Path, name: str) -> None:
 def wheelhouse_digest(entries) -> str:
     lines = "".join(f"{name} {sha}\n" for name, sha in sorted(entries))
     return hashlib.sha256(lines.encode()).hexdigest()
-
-
-def venv_digest(wheelhouse: str, python: str, packages: tuple[str, ...] | list[str]) -> str:
-    """What a venv on a node is built from: the same inputs give the same directory."""
-    text = json.dumps({"wheelhouse": wheelhouse, "python": python,
-                       "packages": sorted(packages)}, sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-ENGINES_DIR = "engines"
-
-
-def venv_dir(root: str, identity: EngineIdentity) -> str:
-    """`<deploy.root>/engines/venv/<digest>`: where a node builds the release's venv."""
-    return f"{root.rstrip('/')}/{ENGINES_DIR}/venv/{identity.id.removeprefix('venv:')}"
-
-
-def venv_command(root: str, identity: EngineIdentity, command: str) -> str:
-    """The engine executable of a venv release (replaces argv[0] of the engine)."""
-    return f"{venv_dir(root, identity)}/bin/{command}"
-
-
-# -- resolving an inventory's engine ---------------------------------------------------
-
-def host_identity(command: str) -> EngineIdentity:
-    return EngineIdentity("host", f"host:{command}", {"command": command})
-
-
-def archive_identity(archive: str, image: str) -> tuple[EngineIdentity, ArchiveImage]:
-    held = read_archive(archive)
-    return EngineIdentity("container", held.image_id,
-                          {"image": image, "archive": str(held.path)}), held
-
-
-def venv_identity(wheelhouse: Wheelhouse, python: str, packages) -> EngineIdentity:
-    digest = venv_digest(wheelhouse.digest, python, tuple(packages))
-    return EngineIdentity("venv", f"venv:{digest}",
-                          {"wheelhouse": str(wheelhouse.path),
-                           "wheelhouse_sha256": wheelhouse.digest, "python": python})
-
-
-def identity_from_nodes(image: str, image_ids: Mapping[str, str | None]) -> EngineIdentity:
-    """The image every node holds under IMAGE (no archive to read it from). Refuses,
-    naming the nodes, when some lack it or hold different images."""
-    missing = sorted(node for node, value in image_ids.items() if not value)
-    if missing:
-        raise EngineError(f"image {image} is not on {', '.join(missing)} and the inventory "
-                          "gives no engine.archive to load it from")
-    ids: dict[str, list[str]] = {}
-    for node, value in image_ids.items():
-        ids.setdefault(normalise_image_id(str(value)), []).append(node)
-    if len(ids) > 1:
-        listing = "; ".join(f"{i[7:19]} on {', '.join(sorted(n))}" for i, n in sorted(ids.items()))
-        raise EngineError(f"image {image} differs between nodes: {listing}")
-    (image_id,) = ids
-    return EngineIdentity("container", image_id, {"image": image})
-
-
-def resolve_identity(inv: Any, *, node_image_ids: Mapping[str, str | None] | None = None,
-                     cache: Any = None) -> EngineIdentity:
-    """The identity of INV's engine. Container engines without an archive need the IDs
-    the nodes report (`node_image_ids`, from EngineNodeOps.image_id)."""
-    spec = inv.engine
-    if spec.kind == "host":
-        return host_identity(inv.serving.engine)
-    if spec.kind == "container":
-        if spec.archive:
-            return archive_identity(spec.archive, spec.image)[0]
-        if node_image_ids is None:
-            raise ValueError("a container engine without an archive needs the nodes' image IDs")
-        return identity_from_nodes(spec.image, node_image_ids)
-    wheelhouse = read_wheelhouse(spec.wheelhouse, cache=cache)
-    return venv_identity(wheelhouse, spec.python or inv.deploy.python, spec.packages)

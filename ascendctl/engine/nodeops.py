@@ -9,9 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
 from ascendctl.engine.formats import (
-    ContainerInfo, DeviceHolder, ImageCann, LoadOutput, RuntimeVersion,
-    parse_container_inspect, parse_device_holders, parse_image_cann, parse_image_id,
-    parse_load_output, parse_runtime_version,
+    ContainerInfo, DeviceHolder, LoadOutput, RuntimeVersion, parse_container_inspect,
+    parse_device_holders, parse_image_id, parse_load_output, parse_runtime_version,
 )
 from ascendctl.inventory.engine import EngineSpec
 from ascendctl.transport.nodecall import NodeCallError, call_node
@@ -121,13 +120,6 @@ class EngineNodeOps:
         return LoadResult(bool(answer.get("ok")), answer.get("image_id"),
                           bool(answer.get("loaded")), reason,
                           load.get("seconds") if load else None, output)
-
-    def image_cann(self, image: str) -> ImageCann:
-        answer = self.call("image_files", image=image, **self._runtime)
-        if answer.get("rc") not in (0, None):
-            raise EngineOpError(self.node, "image_files",
-                                (answer.get("stderr") or "").strip()[-300:] or "run failed")
-        return parse_image_cann(answer.get("stdout", ""))
 
     def npu_holders(self) -> NpuHolders:
         kwargs = self._runtime if self.spec.runtime else {"runtime": None, "path": None}

@@ -3,7 +3,7 @@
 Two kinds of problem, both refused when the inventory is loaded:
 
 - a mount (or `--tmpfs`) at, inside or above a destination the run gives the container
-  itself (render.container.reserved_targets): the runtime would refuse the duplicate
+  itself (engine.container_run.reserved_targets): the runtime would refuse the duplicate
   destination when the engine starts, after the old engines were stopped;
 - an option or mount that weakens the engine's isolation from its node, unless
   `engine.allow_unsafe` acknowledges it by name (preflight and status then warn):
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -209,9 +209,8 @@ def mount_risk(source: str, read_only: bool, deploy_root: str) -> str | None:
 
 
 def unsafe_uses(engine: Any, deploy_root: str) -> list[UnsafeUse]:
-    """The unsafe options and mounts of a container engine, in field order."""
-    if engine.kind != "container":
-        return []
+    """The unsafe options and mounts of a container engine, in field order (none for
+    the other kinds: they have neither)."""
     uses = list(_option_uses(engine.options))
     for index, mount in enumerate(engine.mounts):
         why = mount_risk(mount.source, mount.read_only, deploy_root)
@@ -228,16 +227,12 @@ def _tmpfs_targets(options: list[str]) -> Iterator[tuple[tuple[Any, ...], str]]:
 
 
 def engine_problems(engine: Any, *, deploy_root: str,
-                    model_path: str | None) -> list[tuple[tuple[Any, ...], str]]:
-    """(field within the engine section, message) for each problem, in this order: a
-    destination ascendctl's own run uses, an option that is no capability, an unsafe use
-    not acknowledged, an acknowledgement nothing uses."""
-    from ascendctl.render.container import reserved_targets
-
-    if engine.kind != "container":
-        return []
+                    reserved: Sequence[tuple[str, str]]) -> list[tuple[tuple[Any, ...], str]]:
+    """(field within the engine section, message) for each problem of a container
+    engine, in this order: a destination ascendctl's own run uses (`reserved`: (path,
+    what is there)), an option that is no capability, an unsafe use not acknowledged, an
+    acknowledgement nothing uses."""
     problems: list[tuple[tuple[Any, ...], str]] = []
-    reserved = reserved_targets(root=deploy_root, model_path=model_path)
     targets = [(("mounts", i, "target"), m.target) for i, m in enumerate(engine.mounts)]
     for where, target in targets + list(_tmpfs_targets(engine.options)):
         for own, what in reserved:

@@ -1,28 +1,27 @@
-"""The inventory's `engine:` section: what the serving engine is and how it gets onto the
-nodes.
+"""The inventory's `engine:` section: its plain fields, each validated on its own.
 
-- `kind: host` (default): an executable already on every node, `serving.engine`.
-- `kind: container`: an image (`image:`, run with `runtime:` docker or podman), moved as
-  a `save` archive from the jump host when `archive:` is given.
-- `kind: venv`: a directory of wheels on the jump host (`wheelhouse:`), installed offline
-  into a venv per content hash on every node.
+What a kind means — which fields it uses, its rules over this and the other sections —
+is the kind's (ascendctl/engine/kinds/: host, the default, container, venv). That
+package builds on this one: its router hands the loader the registered kinds when it is
+imported (`use_engine_kinds`), so `kind:` accepts exactly the registered names and the
+loader runs the kinds' rules without importing them.
 
 Field validators reject what could reach a command line wrongly (leading `-`, control
-characters, relative or unnormalised paths); `coherence_problems()` lists fields that do
-not fit the kind (the loader reports the first, at its line).
+characters, relative or unnormalised paths).
 """
 
 from __future__ import annotations
 
 import posixpath
 import re
-from typing import Literal, Optional
+from collections.abc import Callable, Container, Mapping
+from typing import Any, Literal, Optional
 
 from pydantic import Field, field_validator
 
+from ascendctl.errors import AscendctlError
 from ascendctl.inventory.excerpt import excerpt
 from ascendctl.inventory.model import Section
-
 from ascendctl.inventory.secretscan import secret_kind
 
 COMMAND_RE = re.compile(r"[A-Za-z0-9_.+/][A-Za-z0-9_.+/-]{0,254}")
@@ -48,9 +47,43 @@ RUN_OPTIONS = {
     "--workdir": True, "--tmpfs": True, "--init": False, "--privileged": False,
     "--read-only": False, "--memory": True, "--oom-score-adj": True,
 }
-CONTAINER_FIELDS = ("runtime", "runtime_path", "image", "archive", "mounts", "options", "ipc",
-                    "shm_size", "allow_unsafe")
-VENV_FIELDS = ("wheelhouse", "packages", "python")
+# (sections, fail(message, yaml path) -> exception, yaml paths written) -> None
+InventoryCheck = Callable[[Mapping[str, Any], Callable[[str, tuple[Any, ...]], Exception],
+                           Container[tuple[Any, ...]]], None]
+_kinds: Mapping[str, object] = {}
+_kinds_check: InventoryCheck | None = None
+
+
+def use_engine_kinds(kinds: Mapping[str, object], check: InventoryCheck) -> None:
+    """Called once by ascendctl.engine.kinds: `kinds` is its registry (name -> kind, in
+    order; later registrations show through), `check` the engine rules the loader runs
+    once every section is valid."""
+    global _kinds, _kinds_check
+    _kinds, _kinds_check = kinds, check
+
+
+def _loaded_check() -> InventoryCheck:
+    if _kinds_check is None:
+        raise AscendctlError("internal: no engine kinds are registered (import "
+                             "ascendctl.engine.kinds before loading an inventory)")
+    return _kinds_check
+
+
+def engine_kind_names() -> tuple[str, ...]:
+    _loaded_check()
+    return tuple(_kinds)
+
+
+def check_engine_inventory(sections: Mapping[str, Any],
+                           fail: Callable[[str, tuple[Any, ...]], Exception],
+                           written: Container[tuple[Any, ...]]) -> None:
+    """The registered kinds' rules (raises fail(message, yaml path) for the first)."""
+    _loaded_check()(sections, fail, written)
+
+
+def _one_of(names: tuple[str, ...]) -> str:
+    quoted = [repr(name) for name in names]
+    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]
 
 
 def _no_control(value: str) -> str:
@@ -98,7 +131,7 @@ class MountSpec(Section):
 
 
 class EngineSpec(Section):
-    kind: Literal["host", "container", "venv"] = "host"
+    kind: str = "host"                       # a registered engine kind (engine_kind_names)
     # the engine's executable inside the image (container) or in the venv's bin (venv);
     # for kind host it is serving.engine
     command: str = "vllm"
@@ -120,6 +153,14 @@ class EngineSpec(Section):
     wheelhouse: Optional[str] = None         # directory of wheels on the jump host
     packages: list[str] = []                 # what to install from it (default: every wheel)
     python: Optional[str] = None             # the nodes' Python for the venv (default deploy.python)
+
+    @field_validator("kind", mode="before")
+    @classmethod
+    def _kind(cls, value: Any) -> Any:
+        names = engine_kind_names()
+        if not isinstance(value, str) or value not in names:
+            raise ValueError(f"{excerpt(value)} is not one of {_one_of(names)}")
+        return value
 
     @field_validator("command")
     @classmethod
@@ -203,45 +244,6 @@ class EngineSpec(Section):
                 raise ValueError(f"{name}: holds {kind}, a secret; secrets never go into "
                                  "the argv (use serving.api_key)")
         return value
-
-    def coherence_problems(self) -> list[tuple[str, str]]:
-        """(field, message) for every field that does not fit the kind, in field order."""
-        problems: list[tuple[str, str]] = []
-        set_fields = self.model_fields_set
-        if self.kind != "container":
-            for name in CONTAINER_FIELDS:
-                if name in set_fields:
-                    problems.append((name, f"applies to kind: container, not {self.kind}"))
-        if self.kind != "venv":
-            for name in VENV_FIELDS:
-                if name in set_fields:
-                    problems.append((name, f"applies to kind: venv, not {self.kind}"))
-        if self.kind == "host" and "command" in set_fields:
-            problems.append(("command", "with kind: host the executable is serving.engine"))
-        if self.kind == "container":
-            if self.runtime is None:
-                problems.append(("runtime", "kind: container needs runtime: docker or podman"))
-            if self.image is None:
-                problems.append(("image", "kind: container needs image: (the reference the "
-                                          "nodes run; with archive: the one it holds)"))
-            if self.shm_size is not None and self.ipc == "host":
-                problems.append(("shm_size", "applies only with ipc: private (with host IPC "
-                                             "the container uses the node's /dev/shm)"))
-            seen: set[str] = set()
-            for mount in self.mounts:
-                if mount.target in seen:
-                    problems.append(("mounts", f"target {excerpt(mount.target)} is mounted "
-                                               "twice"))
-                    break
-                seen.add(mount.target)
-        if self.kind == "venv":
-            if self.wheelhouse is None:
-                problems.append(("wheelhouse", "kind: venv needs wheelhouse: (a directory "
-                                               "of wheels on the jump host)"))
-            if "/" in self.command:
-                problems.append(("command", "with kind: venv the command is a name in the "
-                                            "venv's bin directory"))
-        return problems
 
     @property
     def runtime_executable(self) -> str:

@@ -16,9 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from ascendctl_runtime.nodeutil import host_port
 
-from ascendctl.engine.inventory_check import check_engine_inventory
 from ascendctl.errors import InputError
-from ascendctl.inventory.engine import EngineSpec
+from ascendctl.inventory.engine import EngineSpec, check_engine_inventory
 from ascendctl.inventory.excerpt import bounded, excerpt
 from ascendctl.inventory.hosts import SINGLE_GROUP, Host, Inventory, ServingGroup
 from ascendctl.inventory.quality import check_quality_inventory

@@ -15,6 +15,7 @@ from ascendctl_runtime.layout import ENGINE_UNIT, EXPORTER_UNIT, RAY_UNIT, WATCH
 from ascendctl_runtime.nodeutil import http_url
 
 from ascendctl.engine.identity import EngineIdentity
+from ascendctl.engine.kinds import kind_of
 from ascendctl.errors import InputError
 from ascendctl.inventory import Host, Inventory
 from ascendctl.render import health, prometheus, proxy, timeouts
@@ -76,43 +77,22 @@ def _watchdog_config(inv: Inventory, restarted: str) -> RenderedFile:
 
 
 def preview_identity(inv: Inventory) -> EngineIdentity:
-    """The engine identity when the caller has none (`ascendctl render`, tests): the
-    archive's image ID or the wheelhouse's venv (read on this machine), else the image
-    reference as it is (a deploy asks the nodes for its ID)."""
-    from ascendctl.engine.identity import (
-        archive_identity, host_identity, read_wheelhouse, venv_identity,
-    )
-
-    spec = inv.engine
-    if spec.kind == "host":
-        return host_identity(inv.serving.engine)
-    if spec.kind == "container":
-        if spec.archive:
-            return archive_identity(spec.archive, spec.image or "")[0]
-        return EngineIdentity("container", spec.image or "", {"image": spec.image or ""})
-    wheelhouse = read_wheelhouse(spec.wheelhouse or "")
-    return venv_identity(wheelhouse, spec.python or inv.deploy.python, spec.packages)
+    """The engine identity when the caller has none (`ascendctl render`, tests): what
+    the engine's kind reads on this machine (an archive's image ID, a wheelhouse's venv),
+    else the image reference as it is (a deploy asks the nodes for its ID)."""
+    return kind_of(inv.engine).preview_identity(inv)
 
 
-def _engine_unit(inv: Inventory, host: Host, release: str, argv: list[str],
+def _engine_unit(inv: Inventory, release: str, argv: list[str],
                  env: list[tuple[str, str]], engine: EngineIdentity, *, headless: bool,
                  unit_context: Mapping[str, Any]) -> tuple[list[str], str]:
-    """engine.json's argv and the engine unit for the inventory's engine kind."""
-    from ascendctl.engine.identity import venv_command
-    from ascendctl.render import container
-
-    spec = inv.engine
-    if spec.kind == "container":
-        secrets_file = f"{release}/secrets.env" if inv.serving.api_key is not None else None
-        run = container.launch_argv(inv, release=release, host_argv=argv,
-                                    env_names=[name for name, _ in env], image=engine.id,
-                                    secrets_file=secrets_file)
-        return run, container.render_unit(spec, headless=headless, image=engine.id,
-                                          **unit_context)
-    if spec.kind == "venv":
-        argv = [venv_command(inv.deploy.root, engine, spec.command), *argv[1:]]
-    return argv, render_template("systemd/ascendctl-engine.service.j2", headless=headless,
-                                 ray=inv.serving.mode == "ray", **unit_context)
+    """engine.json's argv and the engine unit, as the engine's kind launches it."""
+    secrets_file = f"{release}/{layout.SECRETS_ENV}" if inv.serving.api_key is not None else None
+    launch = kind_of(inv.engine).launch(inv, release=release, argv=argv,
+                                        env_names=[name for name, _ in env],
+                                        identity=engine, secrets_file=secrets_file)
+    return launch.argv, render_template(launch.unit_template, headless=headless,
+                                        **launch.unit_fields, **unit_context)
 
 
 def render_node(inv: Inventory, host: Host, *, release_id: str,
@@ -150,18 +130,14 @@ def render_node(inv: Inventory, host: Host, *, release_id: str,
     headless = argv is not None and "--headless" in argv
     restarted = ENGINE_UNIT
     if argv is not None:
-        launch, unit = _engine_unit(inv, host, release, argv, env,
-                                    engine or preview_identity(inv), headless=headless,
-                                    unit_context=unit_context)
+        launch, unit = _engine_unit(inv, release, argv, env, engine or preview_identity(inv),
+                                    headless=headless, unit_context=unit_context)
         files.append(_launcher_config(inv, host, release, release_id, launch, kind="engine",
                                       headless=headless))
         files.append(RenderedFile(layout.unit_file(ENGINE_UNIT), unit.encode()))
     ray = ray_argv(inv, host)
-    if ray is not None and inv.engine.kind == "venv":
-        from ascendctl.engine.identity import venv_command
-
-        ray = [venv_command(inv.deploy.root, engine or preview_identity(inv), "ray"), *ray[1:]]
     if ray is not None:
+        ray = kind_of(inv.engine).ray_argv(inv, engine or preview_identity(inv), ray)
         files.append(_launcher_config(inv, host, release, release_id, ray, kind="ray",
                                       headless=False))
         files.append(RenderedFile(layout.unit_file(RAY_UNIT), render_template(
@@ -200,7 +176,7 @@ def render_release(inv: Inventory, *, release_id: str,
     archive or wheelhouse (`preview_identity`). Raises InputError for incoherent timeouts."""
     timeouts.check_timeouts(inv)
     dtype = detect_checkpoint_dtype(inv) if checkpoint_dtype is ... else checkpoint_dtype
-    engine = engine or (preview_identity(inv) if inv.engine.kind != "host" else None)
+    engine = engine or preview_identity(inv)
     rendered: dict[str, list[RenderedFile]] = {}
     for view in inv.group_views():
         # each serving group: its own rank table, head address, supervisor

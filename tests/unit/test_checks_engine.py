@@ -13,6 +13,8 @@ import pytest
 
 from ascendctl.checks import Status, run_checks
 from ascendctl.checks.expectations import EngineExpectation
+from ascendctl.engine.kinds.container import ContainerKind
+from ascendctl.engine.kinds.venv import wheelhouse_packages
 from ascendctl.facts.engine import image_cann_from_files, split_file_blocks
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,7 +26,8 @@ _spec.loader.exec_module(no)
 
 IMAGE = "localhost/ascendctl-lab/vllm-cpu:v1"
 IMAGE_ID = "sha256:89aaa24b6b201a52dc85f63c812972533a0c3eb953f426a2b9ab8269395bcefc"
-CONTAINER = EngineExpectation(kind="container", runtime="podman", image=IMAGE)
+CONTAINER = EngineExpectation(kind="container", runtime="podman", image=IMAGE,
+                              stack_from=ContainerKind.stack_from)
 
 
 def captured(fact: str, case: str) -> str:
@@ -155,8 +158,8 @@ def test_hdk_of_the_host_engines_release_set():
     assert r.message == "driver 25.3.rc1 is older than HDK 26.0.RC1, which vllm-ascend 0.23.0 was validated with"
     unverified = result("engine.hdk", node(), EngineExpectation())      # 0.18.0: HDK unverified
     assert unverified.status == Status.SKIP
-    venv = result("engine.hdk", node(), EngineExpectation(kind="venv", packages={
-        "vllm_ascend": "0.23.0", "vllm": "0.23.0"}))
+    venv = result("engine.hdk", node(), EngineExpectation(kind="venv", packages=wheelhouse_packages({
+        "vllm_ascend": "0.23.0", "vllm": "0.23.0"})))
     assert venv.status == Status.FAIL
 
 
@@ -172,9 +175,9 @@ def test_container_engine_skips_the_hosts_cann_and_python_stack():
 
 def test_venv_engine_reads_the_wheelhouse_packages():
     bare = node(python="python=3.11.2\nexecutable=/usr/bin/python3\n")
-    wheels = EngineExpectation(kind="venv", packages={"torch": "2.9.0", "torch_npu": "2.9.0.post1",
-                                                      "vllm": "0.18.0", "vllm_ascend": "0.18.0"})
+    wheels = EngineExpectation(kind="venv", packages=wheelhouse_packages({
+        "torch": "2.9.0", "torch_npu": "2.9.0.post1", "vllm": "0.18.0", "vllm_ascend": "0.18.0"}))
     assert result("versions.python_stack", bare, wheels).status == Status.PASS
-    lacking = replace(wheels, packages={"torch": "2.9.0"})
+    lacking = replace(wheels, packages=wheelhouse_packages({"torch": "2.9.0"}))
     r = result("versions.python_stack", bare, lacking)
     assert r.status == Status.FAIL and r.message.startswith("the wheelhouse has no wheel of: ")

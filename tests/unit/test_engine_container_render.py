@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from ascendctl.engine.container_run import (
+    SECRETS_IN_CONTAINER, ContainerRun, launch_argv, remove_argv, run_argv, stop_argv,
+)
+from ascendctl.engine.kinds.container import image_identity
 from ascendctl.inventory.engine import EngineSpec
 from ascendctl.render import release_dir, render_release
-from ascendctl.render.container import (
-    SECRETS_IN_CONTAINER, ContainerRun, launch_argv, remove_argv, render_unit, run_argv,
-    stop_argv,
-)
 from ascendctl.render.engine import engine_argv, engine_environment
 from tests.unit.test_plan_inventories import make_inventory
 from tests.unit.test_render_validators import tool
@@ -103,17 +103,11 @@ def test_stop_and_remove_never_fail_on_a_missing_container(tmp_path):
     assert remove_argv(docker) == ["/usr/bin/docker", "rm", "--force", "ascendctl-engine"]
 
 
-def unit_text(inv, runtime_name="podman"):
-    from ascendctl.render import timeouts
-
-    host = inv.head
-    release = release_dir(inv.deploy.root, "r1")
-    return render_unit(inv.engine, headless=False, image=IMAGE_ID, cluster=inv.cluster.name,
-                       release_id="r1", release=release, host=host, python=inv.deploy.python,
-                       startup_timeout=inv.serving.startup_timeout,
-                       stop_grace=timeouts.STOP_GRACE_S, restart_sec=timeouts.RESTART_SEC,
-                       start_limit_burst=timeouts.START_LIMIT_BURST,
-                       start_limit_interval=timeouts.start_limit_interval_s(inv))
+def unit_text(inv):
+    """The head's engine unit of release r1, as the renderer writes it."""
+    files = render_release(inv, release_id="r1", checkpoint_dtype=None,
+                           engine=image_identity(IMAGE_ID, inv.engine.image))[inv.head.name]
+    return next(f for f in files if f.path == "units/ascendctl-engine.service").content.decode()
 
 
 @pytest.mark.parametrize("runtime", ["podman", "docker"])

@@ -14,9 +14,10 @@ import pytest
 
 from ascendctl.engine.archive import image_config, write_docker_archive, write_layer_tar
 from ascendctl.engine.identity import (
-    EngineError, identity_from_nodes, normalise_image_id, read_archive, read_wheelhouse,
-    venv_identity,
+    EngineError, normalise_image_id, read_archive, read_wheelhouse,
 )
+from ascendctl.engine.kinds.container import identity_from_nodes
+from ascendctl.engine.kinds.venv import venv_identity
 from ascendctl.errors import InputError
 
 

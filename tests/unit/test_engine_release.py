@@ -8,16 +8,16 @@ import json
 
 from ascendctl.deploy.history import engine_cell
 from ascendctl.deploy.release import plan_release
-from ascendctl.engine.identity import EngineIdentity, host_identity
+from ascendctl.engine.kinds.container import image_identity
+from ascendctl.engine.kinds.host import host_identity
+from ascendctl.engine.kinds.venv import venv_identity_of
 from ascendctl.engine.present import kept_engines
 
 from tests.unit.test_engine_container_render import container_inventory
 from tests.unit.test_plan_inventories import make_inventory
 
-IMAGE_A = EngineIdentity("container", "sha256:" + "a1" * 32,
-                         {"image": "quay.io/ascend/vllm-ascend:v0.17.0rc1"})
-IMAGE_B = EngineIdentity("container", "sha256:" + "b2" * 32,
-                         {"image": "quay.io/ascend/vllm-ascend:v0.17.0rc1"})
+IMAGE_A = image_identity("sha256:" + "a1" * 32, "quay.io/ascend/vllm-ascend:v0.17.0rc1")
+IMAGE_B = image_identity("sha256:" + "b2" * 32, "quay.io/ascend/vllm-ascend:v0.17.0rc1")
 API_KEY = "sk-release-test-9d3f"
 
 
@@ -88,12 +88,12 @@ def test_venv_release_runs_the_venv_executable(tmp_path):
         data["all"]["vars"]["engine"] = {"kind": "venv", "wheelhouse": str(wheels)}
 
     inv = make_inventory(tmp_path, venv)
-    identity = EngineIdentity("venv", "venv:" + "c3" * 32, {"python": "/usr/bin/python3"})
+    identity = venv_identity_of("venv:" + "c3" * 32, {"python": "/usr/bin/python3"})
     plan = plan_release(inv, engine=identity)
     argv = json.loads(files_of(plan)["engine.json"].content)["argv"]
     assert argv[0] == f"{inv.deploy.root}/engines/venv/{'c3' * 32}/bin/vllm"
     assert argv[1] == "serve"
-    other = plan_release(inv, engine=EngineIdentity("venv", "venv:" + "d4" * 32))
+    other = plan_release(inv, engine=venv_identity_of("venv:" + "d4" * 32))
     assert other.release_id != plan.release_id
     assert plan.summary["engine"]["short"] == "venv-" + "c3" * 6
 
@@ -113,7 +113,7 @@ def test_history_cell_and_kept_engines():
                         "image": "localhost/x:v1"}) == "img-a1a1a1a1a1a1 localhost/x:v1"
     assert engine_cell({"kind": "host", "short": "host"}) == "host"
     assert engine_cell(None) == ""
-    venv = EngineIdentity("venv", "venv:" + "c3" * 32)
+    venv = venv_identity_of("venv:" + "c3" * 32)
     images, venvs = kept_engines({"r-1": IMAGE_A, "r-2": IMAGE_A, "r-3": venv,
                                   "r-4": host_identity("vllm")})
     assert images == [IMAGE_A.id] and venvs == ["c3" * 32]

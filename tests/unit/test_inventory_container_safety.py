@@ -13,7 +13,7 @@ from ascendctl.inventory.container_safety import (
     SAFE_CAPABILITIES, capability, confining, mount_risk, normalised, relation, security_opt,
 )
 from ascendctl.render import release_dir
-from ascendctl.render.container import reserved_targets
+from ascendctl.engine.container_run import reserved_targets
 from ascendctl.render.engine import engine_argv, engine_environment
 from tests.unit.test_engine_container_render import IMAGE_ID
 from tests.unit.test_plan_inventories import example_data
@@ -53,7 +53,7 @@ def line_of(path, needle: str, start: int = 0) -> int:
 def test_reserved_targets_cover_every_destination_the_run_gives(tmp_path, model_path):
     """The single list the loader checks is complete: every --volume destination and
     --device of a rendered run (other than engine.mounts) is one of them or inside one."""
-    from ascendctl.render.container import launch_argv
+    from ascendctl.engine.container_run import launch_argv
 
     inv = load_inventory(write(tmp_path, {"mounts": [{"source": "/srv/cache",
                                                       "target": "/root/.cache"}]},
@@ -264,6 +264,7 @@ def test_ten_thousand_mounts_and_options_are_checked_in_linear_time():
     10 s more); the collision and safety checks are one pass each."""
     import time
 
+    from ascendctl.engine.kinds import section_problems
     from ascendctl.inventory.container_safety import engine_problems
     from ascendctl.inventory.engine import EngineSpec
 
@@ -272,6 +273,7 @@ def test_ten_thousand_mounts_and_options_are_checked_in_linear_time():
         "mounts": [{"source": f"/srv/s{i}", "target": f"/m/t{i}"} for i in range(10_000)],
         "options": ["--cap-add=SYS_PTRACE"] * 10_000})
     started = time.perf_counter()
-    assert spec.coherence_problems() == []
-    assert engine_problems(spec, deploy_root=ROOT, model_path=None) == []
+    assert section_problems(spec) == []
+    assert engine_problems(spec, deploy_root=ROOT,
+                           reserved=reserved_targets(root=ROOT, model_path=None)) == []
     assert time.perf_counter() - started < 5.0          # 0.5 s measured

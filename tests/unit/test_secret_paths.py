@@ -13,7 +13,7 @@ from urllib.parse import quote
 
 import pytest
 
-from ascendctl.engine.identity import EngineIdentity
+from ascendctl.engine.kinds.venv import venv_identity_of
 from ascendctl.errors import InputError
 from ascendctl.inventory.secretoptions import is_secret_option
 from ascendctl.render import render_release
@@ -72,7 +72,7 @@ def engine_kinds(tmp_path: Path):
                 data["all"]["vars"]["engine"] = {"kind": "venv", "wheelhouse": str(wheels)}
         return edit
 
-    venv = EngineIdentity("venv", "venv:" + "c3" * 32, {"python": "/usr/bin/python3"})
+    venv = venv_identity_of("venv:" + "c3" * 32, {"python": "/usr/bin/python3"})
     for kind, identity in (("host", None), ("container", None), ("venv", venv)):
         yield kind, make_inventory(tmp_path, as_kind(kind), name=f"{kind}.yaml"), identity
 

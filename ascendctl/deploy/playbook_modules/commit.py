@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from ascendctl.deploy.playbook_modules.common import NoArgs
 from ascendctl.deploy.run import DeployRun, now
+from ascendctl.engine.kinds import identity_from_record, kind_named, recorded_spec
+from ascendctl.engine.nodeops import EngineNodeOps
+from ascendctl.engine.present import kept_engines
 from ascendctl.playbook.modules import Module, ModuleContext, ModuleError, ModuleResult, register_module
 from ascendctl.transport import quoting
 
@@ -84,26 +87,26 @@ class ReleasePrune(Module):
 def prune_engines(ctx: ModuleContext, run: DeployRun, state, *, removed) -> str:
     """Remove the images ascendctl loaded and the venvs it built that no release left on
     the node uses (images the site put there are never touched). '' when none."""
-    from ascendctl.deploy.playbook_modules.engine import recorded_spec
-    from ascendctl.engine.nodeops import EngineNodeOps
-
     if not removed:
         return ""
-    summaries = {r.id: (r.summary.get("engine") or {}) for r in state.releases}
+    records = {r.id: (r.summary.get("engine") or {}) for r in state.releases}
     target = run.target().release_id
     if run.wanted is None:
-        summaries[target] = run.release().summary.get("engine") or {}
-    kept = {rid: e for rid, e in summaries.items() if rid not in set(removed)}
-    gone = [e for rid, e in summaries.items() if rid in set(removed)]
-    if not any(e.get("kind") in ("container", "venv") for e in gone):
+        records[target] = run.release().summary.get("engine") or {}
+    gone_ids = set(removed)
+    identities = {rid: identity_from_record(e) for rid, e in records.items()}
+    kept = {rid: i for rid, i in identities.items() if i and rid not in gone_ids}
+    gone = [i for rid, i in identities.items() if i and rid in gone_ids]
+    if not any(kind_named(i.kind).node_objects(i) for i in gone):
         return ""
-    images = sorted({str(e["id"]) for e in kept.values() if e.get("kind") == "container"})
-    venvs = sorted({str(e["id"]).removeprefix("venv:") for e in kept.values()
-                    if e.get("kind") == "venv"})
-    runtime = next((e for e in [*kept.values(), *gone] if e.get("kind") == "container"), {})
+    images, venvs = kept_engines(kept)
+    # the runtime of a release's recorded engine, kept ones first (the inventory's may
+    # have changed since)
+    order = sorted(records, key=lambda rid: rid in gone_ids)
+    specs = (recorded_spec(records[rid], run.inv.engine) for rid in order)
+    spec = next((s for s in specs if s.runtime), recorded_spec({}, run.inv.engine))
     ops = EngineNodeOps(ctx.conn, node=ctx.host.name, root=run.inv.deploy.root,
-                        python=run.inv.deploy.python,
-                        spec=recorded_spec(runtime, run.inv.engine), become=ctx.become)
+                        python=run.inv.deploy.python, spec=spec, become=ctx.become)
     answer = ops.prune(keep_images=images, keep_venvs=venvs, check=ctx.check)
     if answer.failed:
         raise ModuleError("engine prune: " + "; ".join(

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING
 from ascendctl.deploy.playbook_modules.common import NoArgs
 from ascendctl.deploy.run import DeployRun
 from ascendctl.engine.identity import EngineError, EngineIdentity
+from ascendctl.engine.kinds import kind_named, kind_of, recorded_spec
+from ascendctl.engine.nodeops import EngineNodeOps
 from ascendctl.playbook.modules import (
     Module, ModuleContext, ModuleError, ModuleResult, register_module,
 )
@@ -44,9 +46,9 @@ class EnginePresent(Module):
         from ascendctl.engine.present import engine_status, ensure_engine
 
         plan = run.engine_plan()
-        if plan.identity.kind == "host":
-            return ModuleResult(msg=f"engine.kind host: {ctx.inventory.serving.engine} is the "
-                                "site's executable")
+        unmanaged = kind_of(ctx.inventory.engine).unmanaged(ctx.inventory)
+        if unmanaged is not None:
+            return ModuleResult(msg=unmanaged)
         try:
             if ctx.check:
                 done = engine_status(ctx.inventory, ctx.pool, plan, hosts=hosts)
@@ -75,8 +77,7 @@ class EnginePresent(Module):
                                [h.name for h in hosts])
         missing = sorted(n for n, r in results.items() if not r.ok or not r.value)
         if missing:
-            what = (f"image {identity.detail.get('image') or ''} ({identity.short})"
-                    if identity.kind == "container" else f"venv {identity.short}")
+            what = kind_named(identity.kind).describe(identity)
             errors = "; ".join(f"{n}: {results[n].error}" for n in missing if not results[n].ok)
             raise ModuleError(f"{run.wanted} runs {what}, which is not on "
                               f"{', '.join(missing)} any more"
@@ -86,26 +87,10 @@ class EnginePresent(Module):
 
 
 def _present(ctx: ModuleContext, run: DeployRun, conn: "Remote", identity: EngineIdentity) -> bool:
-    from ascendctl.engine.nodeops import EngineNodeOps
-
     host = run.inv.host(conn.name)
     release = run.state(host).release(run.wanted or "")
     recorded = (release.summary.get("engine") if release else None) or {}
     ops = EngineNodeOps(conn, node=host.name, root=run.inv.deploy.root,
                         python=run.inv.deploy.python,
                         spec=recorded_spec(recorded, run.inv.engine), become=ctx.become)
-    if identity.kind == "container":
-        return ops.image_id(identity.id) == identity.id
-    return ops.venv_state(identity.id.removeprefix("venv:")).present
-
-
-def recorded_spec(recorded: dict, current):
-    """An EngineSpec for the runtime a release recorded (the inventory may name another
-    kind by now)."""
-    from ascendctl.inventory.engine import EngineSpec
-
-    if recorded.get("kind") != "container":
-        return EngineSpec(kind="venv")
-    return EngineSpec(kind="container", runtime=recorded.get("runtime") or current.runtime
-                      or "podman", runtime_path=recorded.get("runtime_path"),
-                      image=recorded.get("image") or None)
+    return kind_named(identity.kind).is_present(ops, identity)

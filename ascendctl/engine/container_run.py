@@ -1,4 +1,5 @@
-"""The engine as a container: the `run` command line the launcher starts, and the unit.
+"""The engine as a container: the `run` command line the launcher starts, and what the
+unit's stop and removal run (ascendctl/engine/kinds/container.py launches with them).
 
 What the run gives the container (vllm-ascend quick start, FACTS.md):
 - host network and host IPC (multi-node collectives, shared memory between ranks); with
@@ -81,8 +82,8 @@ def _mount(source: str, target: str, read_only: bool) -> str:
 
 def run_argv(spec: EngineSpec, run: ContainerRun) -> list[str]:
     """`podman|docker run ...` in the foreground (the launcher supervises it)."""
-    if spec.kind != "container" or spec.runtime is None:
-        raise ValueError("run_argv needs an engine of kind container with a runtime")
+    if spec.runtime is None:
+        raise ValueError("run_argv needs an engine with a container runtime")
     argv = [spec.runtime_executable, "run", "--rm", f"--name={run.name}"]
     if spec.runtime == "podman":
         # passthrough: the engine's output goes to the journal once (not also to a file)
@@ -151,19 +152,6 @@ def read_only_paths(*, release: str, root: str, model_source: bool,
         paths.append(model_path)
     paths.append(f"{release}/hccl.json")
     return paths
-
-
-def render_unit(spec: EngineSpec, *, headless: bool, image: str, name: str = CONTAINER_NAME,
-                **unit_context) -> str:
-    """The engine unit for kind container (the same name and context as the host unit:
-    ascendctl-engine.service, so the watchdog, exporter and deploy steps are unchanged)."""
-    from ascendctl.render.jinja import render_template
-
-    return render_template(
-        "systemd/ascendctl-engine-container.service.j2", headless=headless,
-        runtime_name=spec.runtime, image_short=image.removeprefix("sha256:")[:12],
-        stop_argv=stop_argv(spec, name), remove_argv=remove_argv(spec, name),
-        **unit_context)
 
 
 def launch_argv(inv, *, release: str, host_argv: Sequence[str], env_names: Sequence[str],
