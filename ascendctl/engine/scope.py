@@ -52,7 +52,7 @@ def pinned_release(inv: Any, matrix: ReleaseMatrix | None = None) -> ReleaseSet 
     official vllm-ascend image."""
     matrix = matrix or load_matrix()
     pin = inv.versions.vllm_ascend
-    if not pin and inv.engine.kind == "container" and inv.engine.image:
+    if not pin and inv.engine.image:     # an image is only valid where the kind runs one
         tag = parse_official_tag(inv.engine.image, matrix)
         pin = tag.vllm_ascend if tag else None
     return matrix.find(pin.lstrip("vV")) if pin else None

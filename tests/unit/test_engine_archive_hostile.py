@@ -128,7 +128,7 @@ def inventory(tmp_path: Path, engine: dict) -> Path:
 
 def container_inventory(tmp_path: Path, archive: Path) -> Path:
     return inventory(tmp_path, {"kind": "container", "runtime": "podman",
-                                "image": "quay.io/ascend/vllm-ascend:v0.17.0rc1",
+                                "image": "quay.io/ascend/vllm-ascend:v0.23.0.post1",
                                 "archive": str(archive)})
 
 
@@ -533,7 +533,7 @@ def test_written_archives_keep_their_identity_plain_and_gzipped(tmp_path):
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout) == {"kind": "container", "id": image_id,
                                            "short": "img-" + image_id[7:19],
-                                           "image": "quay.io/ascend/vllm-ascend:v0.17.0rc1",
+                                           "image": "quay.io/ascend/vllm-ascend:v0.23.0.post1",
                                            "archive": str(path)}
 
 

@@ -29,7 +29,7 @@ def container_inventory(tmp_path, runtime="podman", chip=None, runtime_path=None
         variables = data["all"]["vars"]
         variables["serving"].pop("engine", None)
         variables["engine"] = {"kind": "container", "runtime": runtime,
-                               "image": "quay.io/ascend/vllm-ascend:v0.17.0rc1",
+                               "image": "quay.io/ascend/vllm-ascend:v0.23.0.post1",
                                "mounts": [{"source": "/srv/cache", "target": "/root/.cache",
                                            "read_only": False}]}
         if runtime_path:

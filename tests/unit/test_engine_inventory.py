@@ -11,7 +11,7 @@ from ascendctl.inventory.engine import EngineSpec
 from tests.unit.test_plan_inventories import example_data
 
 CONTAINER = {"kind": "container", "runtime": "podman",
-             "image": "quay.io/ascend/vllm-ascend:v0.17.0rc1"}
+             "image": "quay.io/ascend/vllm-ascend:v0.23.0.post1"}
 
 
 def write(tmp_path, *, engine=None, versions=None, serving=None, chip=None, raw=None):
@@ -128,13 +128,13 @@ def test_image_tag_must_match_the_pinned_release(tmp_path):
     path = write(tmp_path, engine={**CONTAINER, "image": "quay.io/ascend/vllm-ascend:v0.18.0"},
                  raw=lambda t: t.replace("      engine: vllm\n", ""))
     err = load_error(path)
-    assert "is vllm-ascend 0.18.0, but versions.vllm_ascend pins 0.17.0rc1" in str(err)
+    assert "is vllm-ascend 0.18.0, but versions.vllm_ascend pins 0.23.0.post1" in str(err)
     assert ": all.vars.engine.image: " in str(err)
 
 
 def test_the_example_is_a_release_set(tmp_path):
     inv = load_inventory(write(tmp_path), check_files=False)
-    assert inv.versions.vllm_ascend == "0.17.0rc1"
+    assert inv.versions.vllm_ascend == "0.23.0.post1"
 
 
 def test_mix_in_no_set_names_the_nearest_row(tmp_path):

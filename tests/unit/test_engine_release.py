@@ -16,8 +16,8 @@ from ascendctl.engine.present import kept_engines
 from tests.unit.test_engine_container_render import container_inventory
 from tests.unit.test_plan_inventories import make_inventory
 
-IMAGE_A = image_identity("sha256:" + "a1" * 32, "quay.io/ascend/vllm-ascend:v0.17.0rc1")
-IMAGE_B = image_identity("sha256:" + "b2" * 32, "quay.io/ascend/vllm-ascend:v0.17.0rc1")
+IMAGE_A = image_identity("sha256:" + "a1" * 32, "quay.io/ascend/vllm-ascend:v0.23.0.post1")
+IMAGE_B = image_identity("sha256:" + "b2" * 32, "quay.io/ascend/vllm-ascend:v0.23.0.post1")
 API_KEY = "sk-release-test-9d3f"
 
 
@@ -35,7 +35,7 @@ def test_container_release_runs_the_image_by_id_in_the_container_unit(tmp_path):
     files = files_of(plan)
     argv = json.loads(files["engine.json"].content)["argv"]
     assert argv[:3] == ["/usr/bin/podman", "run", "--rm"]
-    assert IMAGE_A.id in argv and "quay.io/ascend/vllm-ascend:v0.17.0rc1" not in argv
+    assert IMAGE_A.id in argv and "quay.io/ascend/vllm-ascend:v0.23.0.post1" not in argv
     inner = argv[argv.index(IMAGE_A.id) + 1:]
     # sh sources the mounted secrets file, then execs engine.command (not serving.engine)
     assert inner[:3] == ["-c", 'set -a; . "$0"; set +a; exec "$@"', "/run/ascendctl/secrets.env"]
@@ -45,7 +45,7 @@ def test_container_release_runs_the_image_by_id_in_the_container_unit(tmp_path):
     assert f"image {IMAGE_A.id[7:19]}" in unit
     assert plan.summary["engine"] == {"kind": "container", "id": IMAGE_A.id,
                                       "short": IMAGE_A.short,
-                                      "image": "quay.io/ascend/vllm-ascend:v0.17.0rc1",
+                                      "image": "quay.io/ascend/vllm-ascend:v0.23.0.post1",
                                       "runtime": "podman", "runtime_path": "/usr/bin/podman"}
 
 
@@ -76,7 +76,7 @@ def _container(data):
     variables = data["all"]["vars"]
     variables["serving"].pop("engine", None)
     variables["engine"] = {"kind": "container", "runtime": "podman",
-                           "image": "quay.io/ascend/vllm-ascend:v0.17.0rc1"}
+                           "image": "quay.io/ascend/vllm-ascend:v0.23.0.post1"}
 
 
 def test_venv_release_runs_the_venv_executable(tmp_path):

@@ -27,7 +27,7 @@ def container(data, *, unsafe: bool = True):
     variables["serving"].pop("engine", None)
     variables["serving"]["proxy"]["enabled"] = False    # no nginx in the recorded answers
     variables["engine"] = {"kind": "container", "runtime": "podman",
-                           "image": "quay.io/ascend/vllm-ascend:v0.17.0rc1"}
+                           "image": "quay.io/ascend/vllm-ascend:v0.23.0.post1"}
     if unsafe:
         variables["engine"].update(
             options=["--privileged", "--cap-add=sys_admin"],

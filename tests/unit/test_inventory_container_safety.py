@@ -26,7 +26,7 @@ def write(tmp_path, engine: dict, *, model_path: str | None = None):
     variables = data["all"]["vars"]
     variables["serving"].pop("engine", None)
     variables["engine"] = {"kind": "container", "runtime": "podman",
-                           "image": "quay.io/ascend/vllm-ascend:v0.17.0rc1", **engine}
+                           "image": "quay.io/ascend/vllm-ascend:v0.23.0.post1", **engine}
     if model_path:
         variables["model"].pop("source")
         variables["model"]["path"] = model_path

@@ -26,7 +26,7 @@ VLLM_OPTIONS = [line for line in (Path(__file__).parents[1] / "fixtures"
                 if line and not line.startswith("#")]
 VLLM_SECRETS = {"--api-key", "--hf-token"}
 CONTAINER = {"kind": "container", "runtime": "podman",
-             "image": "quay.io/ascend/vllm-ascend:v0.17.0rc1"}
+             "image": "quay.io/ascend/vllm-ascend:v0.23.0.post1"}
 
 
 def write(tmp_path: Path, edit) -> Path:

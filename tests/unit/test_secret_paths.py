@@ -66,7 +66,7 @@ def engine_kinds(tmp_path: Path):
             if kind == "container":
                 data["all"]["vars"]["serving"].pop("engine", None)
                 data["all"]["vars"]["engine"] = {"kind": "container", "runtime": "podman",
-                                                 "image": "quay.io/ascend/vllm-ascend:v0.17.0rc1"}
+                                                 "image": "quay.io/ascend/vllm-ascend:v0.23.0.post1"}
             elif kind == "venv":
                 data["all"]["vars"]["serving"].pop("engine", None)
                 data["all"]["vars"]["engine"] = {"kind": "venv", "wheelhouse": str(wheels)}
