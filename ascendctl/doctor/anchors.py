@@ -81,6 +81,8 @@ def _sequence(items: list[tuple[Any, Any]]) -> Optional[Requirement]:
     useful = [c for c in candidates if c and min(len(s) for s in c) >= MIN_LITERAL]
     if not useful:
         return None
+    # the longest literals are the rarest in a log (a common one would send most blocks
+    # of a log to the regex); among equals, the fewest (each costs a scan of the text)
     return max(useful, key=lambda c: (min(len(s) for s in c), -len(c)))
 
 
