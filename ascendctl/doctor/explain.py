@@ -25,6 +25,7 @@ from ascendctl.doctor.signatures import Signature
 from ascendctl.exitcodes import Exit
 
 MATCHES_KEPT = 20          # per signature: the first matching lines, with their fields
+LINE_KEPT = 4096           # characters of a matching line kept to redact (memory bound)
 LINE_SHOWN = 400           # characters of a (redacted) log line in the output
 SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2}
 REDACTED = "[REDACTED]"
@@ -120,7 +121,7 @@ class _Compared:
     def add(self, number: int, line: str, values: dict[str, Any]) -> None:
         value = str(values.get(self.sig.compare or "", ""))
         self.lines.setdefault(value, []).append(number)
-        self.first.setdefault(value, (number, line, values))
+        self.first.setdefault(value, (number, line[:LINE_KEPT], values))
 
     def finding(self) -> Optional[LogFinding]:
         if len(self.lines) < 2:
@@ -160,7 +161,8 @@ def explain_log(reader: LogReader, signatures: Iterable[Signature],
                         fix=sig.fix, umbrella=sig.umbrella, first_line=number)
                 finding.count += 1
                 if len(finding.matches) < MATCHES_KEPT:
-                    finding.matches.append(LineMatch(number, line, sig.values(match)))
+                    finding.matches.append(
+                        LineMatch(number, line[:LINE_KEPT], sig.values(match)))
     findings = list(found.values())
     findings += [f for f in (c.finding() for c in compared.values()) if f is not None]
     for finding in findings:

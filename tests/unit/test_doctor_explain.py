@@ -236,3 +236,14 @@ def test_a_tls_switch_that_differs_within_the_log_is_reported():
     assert finding.id == "DS-34" and finding.count == 8 and finding.first_line == 6
     assert "tls=0 on 7 line(s) from line 1" in finding.cause
     assert finding.matches[0].values == {"dev": "5", "tls": "1"}
+
+
+def test_a_long_matching_line_is_kept_short():
+    """Only the first 4096 characters of a matching line are kept (and 400 shown), so 20
+    kept matches of each signature stay small whatever the lines' length."""
+    error = public_line("DS-36", "vllm-project/vllm#34545")
+    [finding] = explain_text((error + " " + "z" * 100_000 + "\n") * 30).findings
+    assert finding.count == 30 and len(finding.matches) == 20
+    assert all(len(m.text) <= 402 and m.text.endswith(" …") for m in finding.matches)
+    # the field is cut to the line's first 1000 characters by the regex, and shown
+    assert finding.matches[0].values["args"].startswith("--omni zzz")
