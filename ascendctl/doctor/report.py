@@ -113,3 +113,45 @@ def print_report(report: DoctorReport, console: Any) -> None:
         console.print(f"\nbundle: {report.bundle}")
     style = {0: "green", 3: "yellow"}.get(int(report.exit_code), "red")
     console.print(f"[{style}]{escape(report.verdict())}[/{style}]")
+
+
+def _fields(values: dict[str, Any]) -> str:
+    return ", ".join(f"{name}={value}" for name, value in values.items())
+
+
+def print_explanation(expl: Any, console: Any) -> None:
+    """`doctor explain`: each finding with its line numbers, the first line, the fields
+    extracted, the cause and the fix; then the verdict."""
+    from rich.markup import escape
+
+    cut = (f"; {expl.cut_lines} line(s) longer than 1 MiB matched on their first 1 MiB"
+           if expl.cut_lines else "")
+    console.print(f"doctor explain: {escape(expl.source)}: {expl.lines} lines, "
+                  f"{expl.bytes} bytes{cut}")
+    shown = [f for f in expl.findings if f.severity != "info"]
+    for index, f in enumerate(shown, start=1):
+        style = {"error": "red", "warning": "yellow"}[f.severity]
+        numbers = ", ".join(str(m.line) for m in f.matches)
+        more = f" (+{f.count - len(f.matches)} more)" if f.count > len(f.matches) else ""
+        tags = []
+        if f.root_cause:
+            tags.append("[bold]probable root cause[/bold]")
+        if f.umbrella:
+            tags.append("consequence: see the earlier findings")
+        console.print(f"\n[{style}]{index}. {f.severity.upper()} {f.id}[/{style}] "
+                      f"{escape(f.title)} — {f.count} line(s): {numbers}{more}"
+                      + (f"  ← {'; '.join(tags)}" if tags else ""))
+        first = f.matches[0]
+        line = first.text if len(first.text) <= LINE_SHOWN else first.text[:LINE_SHOWN] + " …"
+        console.print(f"   line {first.line}: {escape(line)}")
+        if first.values:
+            console.print(f"   fields: {escape(_fields(first.values))}")
+        console.print(f"   cause: {escape(f.cause)}")
+        console.print(f"   fix:   {escape(f.fix)}")
+    info = [f for f in expl.findings if f.severity == "info"]
+    if info:
+        console.print("\ninfo: " + "; ".join(
+            f"{f.id} {escape(f.title)} ({f.count}×, first at line {f.first_line})"
+            for f in info))
+    style = {0: "green", 3: "yellow"}.get(int(expl.exit_code), "red")
+    console.print(f"[{style}]{escape(expl.verdict())}[/{style}]")

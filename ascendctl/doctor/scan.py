@@ -41,7 +41,7 @@ class Finding:
     cause: str
     fix: str
     umbrella: bool = False
-    values: dict[str, str] = field(default_factory=dict)   # named groups of the first match
+    values: dict[str, Any] = field(default_factory=dict)   # named groups of the first match
     distinct_lines: int = 1
     root_cause: bool = False       # the earliest error of its serving group's collection
     group: Optional[str] = None    # the serving group (several in the inventory)
@@ -71,10 +71,12 @@ def scan_texts(node: str, files: Mapping[str, str], signatures: Iterable[Signatu
         kind = source_kind(path)
         if kind is None:
             continue
-        candidates = [s for s in table if kind in s.sources]
+        text = files[path]
+        # a signature none of whose literals is in the file cannot match any of its lines
+        candidates = [s for s in table if kind in s.sources and s.may_match(text)]
         if not candidates:
             continue
-        for line in files[path].splitlines():
+        for line in text.splitlines():
             for sig in candidates:
                 match = sig.search(line)
                 if match is None:
@@ -87,7 +89,7 @@ def scan_texts(node: str, files: Mapping[str, str], signatures: Iterable[Signatu
                         count=1, line=line.strip()[:MAX_LINE], file=f"{node}/{path}",
                         first_seen=when, last_seen=when, cause=sig.cause, fix=sig.fix,
                         umbrella=sig.umbrella,
-                        values={k: v for k, v in match.groupdict().items() if v is not None})
+                        values=sig.values(match))
                     distinct[sig.id] = {_normalize(line)}
                 else:
                     finding.count += 1

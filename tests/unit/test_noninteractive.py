@@ -39,6 +39,8 @@ def registered_commands() -> set[str]:
 
     def walk(command, prefix=()):
         if hasattr(command, "commands"):
+            if getattr(command, "invoke_without_command", False):   # `doctor` runs alone too
+                yield " ".join(prefix)
             for name, sub in command.commands.items():
                 yield from walk(sub, prefix + (name,))
         else:
@@ -91,6 +93,8 @@ def invocations(s) -> dict[str, list[str]]:
         "events": ["events", "-i", inv],
         "bench": ["bench", "-i", inv, "--input-len", "8", "--output-len", "8"],
         "doctor": ["doctor", "-i", inv, "--bundle", str(tmp / "doctor.tar.gz")],
+        "doctor explain": ["doctor", "explain",
+                           str(FIXTURES / "doctor" / "lab_engine_journal_node0.log")],
         "lab down": ["lab", "down", "--name", lab],
         "lab status": ["lab", "status", "--name", lab],
         "lab exec": ["lab", "exec", "node0", "--name", lab, "--", "true"],
