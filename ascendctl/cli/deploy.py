@@ -53,6 +53,11 @@ def run_deploy_playbook(book: str | Path, inventory: Path, *, check: bool = Fals
         raise InputError("--really only goes with --force-unlock", field="--really")
     inv = load_inventory(inventory)
     console = get_console(stderr=True)
+    if check:
+        from ascendctl.drift import option_warnings
+
+        for warning in option_warnings(inv):
+            console.print(f"warning: {warning}", markup=False, soft_wrap=True)
     force = ForceUnlock.ANY if really else ForceUnlock.STALE if force_unlock else ForceUnlock.NO
     options = DeployOptions(force_unlock=force,
                             show_progress=not as_json and sys.stderr.isatty(),
