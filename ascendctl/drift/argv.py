@@ -95,7 +95,7 @@ def _short(index: int, item: str, shown: str, value: str | None,
     if name in options.flags:
         return Option(index, shown, name, None, value)
     # a one-letter short option with its value attached (`-q8`)
-    attached = [f for f in options.flags if len(f) == 2 and f[1] != "-" and name.startswith(f)]
+    attached = [f for f in options.letter_flags if name.startswith(f)]
     if len(attached) == 1:
         return Option(index, shown, attached[0], None, item[2:])
     return Option(index, shown, None, "unknown", value)

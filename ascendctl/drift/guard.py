@@ -25,6 +25,8 @@ from ascendctl.drift.schema import History, OptionSchema, ReleaseOptions, Remova
 from ascendctl.inventory.excerpt import excerpt
 
 FAIL_ON_ENVIRON = "--fail-on-environ-validation"
+# "did you mean" costs a fuzzy match over every option: only for the first few findings
+SUGGESTIONS_MAX = 20
 Where = Hashable
 
 
@@ -73,6 +75,7 @@ class _Checker:
         self.findings: list[Finding] = []
         self.seen: set[tuple[str, str]] = set()
         self.engine = f"vllm-ascend {options.release} (vLLM {options.vllm})"
+        self.suggestions = SUGGESTIONS_MAX
 
     def add(self, key: tuple[str, str], fatal: bool, message: str, where: Where) -> None:
         if key not in self.seen:
@@ -124,8 +127,8 @@ class _Checker:
         if removal is not None or history.last_before is not None:
             message += self._replacement(removal)
         elif history.next_after is None:
-            message += _suggestion(name, [f for f in self.options.flags
-                                          if f.startswith("--") == name.startswith("--")])
+            message += self._suggestion(name, (f for f in self.options.flags
+                                               if f.startswith("--") == name.startswith("--")))
         return message
 
     # -- additional_config ---------------------------------------------------------------
@@ -184,7 +187,7 @@ class _Checker:
         if removal is not None or history.last_before is not None:
             message += self._replacement(removal)
         elif history.next_after is None:
-            message += _suggestion(key, self.options.config_keys)
+            message += self._suggestion(key, self.options.config_keys)
         return message
 
     # -- environment ---------------------------------------------------------------------
@@ -229,8 +232,15 @@ class _Checker:
         if removal is not None or ascend.last_before or vllm.last_before:
             message += self._replacement(removal)
         elif not (ascend.next_after or vllm.next_after):
-            message += _suggestion(name, options.vllm_env | options.ascend_env)
+            message += self._suggestion(name, options.vllm_env | options.ascend_env)
         self.add(("env", name), False, message, where)
+
+    def _suggestion(self, name: str, candidates: Iterable[str]) -> str:
+        if self.suggestions <= 0:
+            return ""
+        self.suggestions -= 1
+        close = difflib.get_close_matches(name, sorted(candidates), n=1, cutoff=0.75)
+        return f"; did you mean {close[0]}?" if close else ""
 
     def _still_read(self, removal: Removal) -> str:
         return (f"the {removal.note} announce its removal or deprecation "
@@ -254,7 +264,3 @@ def _history_text(history: History, package: str, verb: str) -> str:
             else f"; it is new in {package} {history.next_after}"
     return text
 
-
-def _suggestion(name: str, candidates: Iterable[str]) -> str:
-    close = difflib.get_close_matches(name, sorted(candidates), n=1, cutoff=0.75)
-    return f"; did you mean {close[0]}?" if close else ""

@@ -48,10 +48,20 @@ class ReleaseOptions:
         """The `--` option strings, sorted (for prefix look-ups)."""
         return _sorted_long(self.flags)
 
+    @property
+    def letter_flags(self) -> tuple[str, ...]:
+        """The one-letter short options (`-q`, `-n`): they take an attached value."""
+        return _letters(self.flags)
+
 
 @lru_cache(maxsize=64)
 def _sorted_long(flags: frozenset[str]) -> tuple[str, ...]:
     return tuple(sorted(f for f in flags if f.startswith("--")))
+
+
+@lru_cache(maxsize=64)
+def _letters(flags: frozenset[str]) -> tuple[str, ...]:
+    return tuple(sorted(f for f in flags if len(f) == 2 and f[1] != "-"))
 
 
 class OptionSchema:
