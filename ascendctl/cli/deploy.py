@@ -57,6 +57,11 @@ def run_deploy_playbook(book: str | Path, inventory: Path, *, check: bool = Fals
     if verb == "deploy":
         for warning in scope_warnings(inv):
             console.print(f"warning: {warning}", markup=False)
+    if check:
+        from ascendctl.drift import option_warnings
+
+        for warning in option_warnings(inv):
+            console.print(f"warning: {warning}", markup=False, soft_wrap=True)
     force = ForceUnlock.ANY if really else ForceUnlock.STALE if force_unlock else ForceUnlock.NO
     options = DeployOptions(force_unlock=force,
                             show_progress=not as_json and sys.stderr.isatty(),

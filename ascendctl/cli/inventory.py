@@ -16,17 +16,25 @@ app = typer.Typer(help="Validate and inspect an inventory (nothing is contacted)
 
 @app.command("check")
 def check(inventory: Path = inventory_option(), as_json: bool = json_option()) -> None:
-    """Validate the inventory: schema, ranks, device IPs, layout, key files.
+    """Validate the inventory: schema, ranks, device IPs, layout, key files, and the
+    vLLM options, additional_config keys and engine variables against the pinned
+    versions.vllm_ascend release.
 
-    On error prints one line `FILE:LINE: FIELD: problem` and exits 2.
+    On error prints one line `FILE:LINE: FIELD: problem` and exits 2; what the engine
+    would silently ignore is printed as `warning: FILE:LINE: FIELD: ...` on stderr.
     """
     from ascendctl.console import print_json
+    from ascendctl.drift import option_warnings
     from ascendctl.inventory import load_inventory
 
     inv = load_inventory(inventory)
+    warnings = option_warnings(inv)
     if as_json:
-        print_json({"ok": True, "inventory": str(inv.path), "hosts": inv.host_names})
+        print_json({"ok": True, "inventory": str(inv.path), "hosts": inv.host_names,
+                    "warnings": warnings})
     else:
+        for warning in warnings:
+            typer.echo(f"warning: {warning}", err=True)
         typer.echo(f"{inv.path}: ok — {len(inv.hosts)} hosts ({', '.join(inv.host_names)}), "
                    f"{inv.serving.mode} mode, head {inv.head.name}")
 

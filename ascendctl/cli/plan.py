@@ -30,7 +30,12 @@ def plan(inventory: Path = inventory_option(),
     from ascendctl.plan.planner import PlanRefused
     from ascendctl.plan.report import print_plan
 
+    from ascendctl.drift import option_warnings
+
     inv = load_inventory(inventory, check_files=False)
+    warnings = option_warnings(inv)
+    for warning in warnings if not as_json else ():
+        typer.echo(f"warning: {warning}", err=True)
     result = plan_inventory(inv, model_config_path=model_config)
     rec = result.recommended
     flags = {}
@@ -41,7 +46,7 @@ def plan(inventory: Path = inventory_option(),
                 inv.serving, inv.model, layout_plan.layout,
                 checkpoint_dtype=result.model.torch_dtype, tutorial=tutorial)
     if as_json:
-        print_json(result.as_dict() | {"flags": flags})
+        print_json(result.as_dict() | {"flags": flags, "option_warnings": warnings})
     else:
         console = get_console()
         print_plan(result, console)

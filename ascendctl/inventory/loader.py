@@ -61,7 +61,11 @@ def load_inventory(path: str | os.PathLike[str], *, check_files: bool = True) ->
         path, what="inventory", decimal_numbers=True,
         too_many=f"more than {MAX_WRITTEN_VALUES} values (keys, values and list items): "
                  "larger than any inventory needs")
-    return _Builder(path, source).build(data, check_files=check_files)
+    inventory = _Builder(path, source).build(data, check_files=check_files)
+    from ascendctl.drift import refuse_option_drift   # needs the built inventory
+
+    refuse_option_drift(inventory)
+    return inventory
 
 
 class _Builder:
