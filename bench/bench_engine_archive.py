@@ -75,8 +75,7 @@ def clear_nodes(lab, names: list[str]) -> None:
 
 
 def timed_push(inventory: Path, archive: Path) -> tuple[float, dict]:
-    import ascendctl.engine.kinds  # noqa: F401  (the inventory loader validates through them)
-    from ascendctl.inventory import load_inventory
+    from ascendctl.load import load_inventory
     from ascendctl.weights.files_push import push_files
 
     inv = load_inventory(inventory)
@@ -90,7 +89,7 @@ def timed_push(inventory: Path, archive: Path) -> tuple[float, dict]:
 
 def timed_load(inventory: Path) -> tuple[float, dict]:
     from ascendctl.engine.present import ensure_engine, plan_engine
-    from ascendctl.inventory import load_inventory
+    from ascendctl.load import load_inventory
     from ascendctl.transport import SshPool
 
     inv = load_inventory(inventory)

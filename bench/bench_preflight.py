@@ -207,8 +207,7 @@ def write_inventory_with_pings(lab, path: Path, host_vars: dict[str, dict]) -> N
 # -- main ------------------------------------------------------------------------------------
 
 def bench_size(size: int, args, playbook_bin: Path) -> dict:
-    import ascendctl.engine.kinds  # noqa: F401  (the inventory loader validates through them)
-    from ascendctl.inventory import load_inventory
+    from ascendctl.load import load_inventory
     from ascendctl.lab import Lab
 
     lab = Lab(f"{args.lab_prefix}{size}")

@@ -15,7 +15,7 @@ import pytest
 # The inventory loader validates `engine:` through the engine kinds' router, which builds
 # on the inventory package and hands itself to the loader when imported (the CLI does it
 # before every command); tests load inventories directly.
-import ascendctl.engine.kinds  # noqa: F401
+import ascendctl.load  # noqa: F401  (registers the engine kinds with the inventory loader)
 
 # A shell starts background jobs (`.ci/run &`, nohup) with SIGINT ignored, and Python then
 # never installs its Ctrl-C handler: the tests of what Ctrl-C does would test nothing. Give

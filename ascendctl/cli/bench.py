@@ -71,7 +71,7 @@ def bench(
     from ascendctl.benchmark.settings import BenchSettings, validate
     from ascendctl.console import get_console
     from ascendctl.errors import InputError
-    from ascendctl.inventory import load_inventory
+    from ascendctl.load import load_inventory
     from ascendctl.transport import SshPool
 
     if baseline and not quality:

@@ -25,9 +25,8 @@ def demo(
     from ascendctl_runtime.nodeutil import http_url
 
     from ascendctl.cli.deploy import run_deploy_playbook
-    from ascendctl.cli.options import with_engine_kinds
     from ascendctl.console import get_console
-    from ascendctl.inventory import load_inventory
+    from ascendctl.load import load_inventory
     from ascendctl.lab import Lab
     from ascendctl.status import collect
     from ascendctl.status.view import status_table
@@ -43,7 +42,6 @@ def demo(
 
     say(f"simulated cluster '{name}': 2 nodes × 8 simulated 910B3 NPUs")
     lab = Lab(name).up(nodes=2, progress=lambda line: console.print(f"   {line}"))
-    with_engine_kinds(lab.inventory_path)
     console.print(f"   inventory: {lab.inventory_path}")
     console.print(f"   tiny model (Qwen3, built locally): {lab.model_dir}")
 

@@ -46,7 +46,7 @@ def run_deploy_playbook(book: str | Path, inventory: Path, *, check: bool = Fals
     from ascendctl.deploy.verdict import deploy_verdict
     from ascendctl.engine.scope import scope_warnings
     from ascendctl.errors import InputError
-    from ascendctl.inventory import load_inventory
+    from ascendctl.load import load_inventory
     from ascendctl.paths import playbooks_dir
     from ascendctl.playbook.state import RunState
 
@@ -140,7 +140,7 @@ def history(
     one is current, which failed and why."""
     from ascendctl.console import get_console, print_json
     from ascendctl.deploy.history import collect_history, history_table
-    from ascendctl.inventory import load_inventory
+    from ascendctl.load import load_inventory
 
     inv = load_inventory(inventory)
     data = collect_history(inv)

@@ -58,7 +58,7 @@ def doctor(
     from ascendctl.console import get_console, print_json
     from ascendctl.doctor import parse_since, run_doctor
     from ascendctl.errors import InputError
-    from ascendctl.inventory import load_inventory
+    from ascendctl.load import load_inventory
     from ascendctl.transport import SshPool
 
     if inventory is None:

@@ -87,7 +87,7 @@ def identity(inventory: Path = inventory_option(), as_json: bool = json_option()
     A container engine without an archive is identified on the nodes at deploy time."""
     from ascendctl.console import print_json
     from ascendctl.engine.kinds import kind_of
-    from ascendctl.inventory import load_inventory
+    from ascendctl.load import load_inventory
 
     inv = load_inventory(inventory, check_files=False)
     ident = kind_of(inv.engine).identity(inv)

@@ -27,7 +27,7 @@ def events(
     from ascendctl.console import get_console, print_json
     from ascendctl.status.events import events_table, read_events
     from ascendctl.exitcodes import Exit
-    from ascendctl.inventory import load_inventory
+    from ascendctl.load import load_inventory
 
     inv = load_inventory(inventory)
     try:

@@ -25,7 +25,7 @@ def check(inventory: Path = inventory_option(), as_json: bool = json_option()) -
     """
     from ascendctl.console import print_json
     from ascendctl.drift import option_warnings
-    from ascendctl.inventory import load_inventory
+    from ascendctl.load import load_inventory
 
     inv = load_inventory(inventory)
     warnings = option_warnings(inv)
@@ -45,7 +45,7 @@ def show(inventory: Path = inventory_option(),
          as_json: bool = json_option()) -> None:
     """Print the resolved values (group and host variables merged; secrets redacted)."""
     from ascendctl.console import print_json
-    from ascendctl.inventory import load_inventory
+    from ascendctl.load import load_inventory
 
     data = load_inventory(inventory).public_dict(host=host)
     if as_json:

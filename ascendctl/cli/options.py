@@ -12,18 +12,9 @@ DEFAULT_FORKS = 16
 DEFAULT_LAB_NAME = "lab"
 
 
-def with_engine_kinds(value):
-    """The inventory loader validates `engine:` through the engine kinds, which build on
-    the inventory package and hand themselves to its loader when imported: done when a
-    command that reads an inventory runs (not for its --help, which reads none)."""
-    import ascendctl.engine.kinds  # noqa: F401
-
-    return value
-
-
 def inventory_option() -> typer.models.OptionInfo:
     return typer.Option(..., "-i", "--inventory", envvar="ASCENDCTL_INVENTORY",
-                        help=INVENTORY_HELP, show_envvar=True, callback=with_engine_kinds)
+                        help=INVENTORY_HELP, show_envvar=True)
 
 
 def json_option() -> typer.models.OptionInfo:

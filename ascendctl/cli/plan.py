@@ -24,7 +24,7 @@ def plan(inventory: Path = inventory_option(),
     """
     from ascendctl.console import get_console, print_json
     from ascendctl.engine.scope import pinned_release, tutorial_for
-    from ascendctl.inventory import load_inventory
+    from ascendctl.load import load_inventory
     from ascendctl.plan import plan_inventory, refusal_message
     from ascendctl.plan.flags import engine_flags, launch_flags
     from ascendctl.plan.planner import PlanRefused

@@ -79,7 +79,7 @@ def play(
     """
     from ascendctl.cli.playrun import PlayCommand, run_playbook_command, split_tags
     from ascendctl.console import print_json
-    from ascendctl.inventory import load_inventory
+    from ascendctl.load import load_inventory
 
     inv = load_inventory(inventory)
     command = PlayCommand(

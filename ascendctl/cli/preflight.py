@@ -80,7 +80,7 @@ def preflight(
 
     from ascendctl.console import print_json
     from ascendctl.exitcodes import Exit
-    from ascendctl.inventory import load_inventory
+    from ascendctl.load import load_inventory
     from ascendctl.preflight.expectations import PreflightOptions
     from ascendctl.preflight.model_size import model_source_bytes
     from ascendctl.preflight.report import validate_selection
@@ -166,7 +166,7 @@ def facts(
     """
     from ascendctl.console import print_json
     from ascendctl.exitcodes import Exit
-    from ascendctl.inventory import load_inventory
+    from ascendctl.load import load_inventory
     from ascendctl.preflight.run import PreflightRequest, run_facts
 
     inv = load_inventory(inventory)

@@ -28,7 +28,7 @@ def render(inventory: Path = inventory_option(),
     Prometheus files. The same inventory gives byte-identical files. Nothing is contacted;
     secret files are mode 0600 and hold placeholders unless --show-secrets."""
     from ascendctl.console import print_json
-    from ascendctl.inventory import load_inventory
+    from ascendctl.load import load_inventory
     from ascendctl.render import render_cluster, render_release, render_warnings, write_files
     from ascendctl.render.secrets import resolve_secrets
 

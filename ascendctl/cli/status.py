@@ -34,7 +34,7 @@ def status(
     under way, attempts, gave up). One verdict: healthy, degraded or down, with reasons that
     name the node and rank."""
     from ascendctl.console import get_console, print_json
-    from ascendctl.inventory import load_inventory
+    from ascendctl.load import load_inventory
     from ascendctl.status import collect
     from ascendctl.status.view import status_table
     from ascendctl.transport import SshPool

@@ -20,7 +20,7 @@ REPACK_HELP = ("Rewrite safetensors files that mix pipeline stages into one file
 
 
 def _load(inventory: Path, repack: bool, no_cache: bool = False):
-    from ascendctl.inventory import load_inventory
+    from ascendctl.load import load_inventory
     from ascendctl.weights.cache import HashCache, default_cache_path
     from ascendctl.weights.plan import plan_for_inventory
 

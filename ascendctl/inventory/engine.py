@@ -64,8 +64,8 @@ def use_engine_kinds(kinds: Mapping[str, object], check: InventoryCheck) -> None
 
 def _loaded_check() -> InventoryCheck:
     if _kinds_check is None:
-        raise AscendctlError("internal: no engine kinds are registered (import "
-                             "ascendctl.engine.kinds before loading an inventory)")
+        raise AscendctlError("internal: no engine kinds are registered: load inventories "
+                             "with ascendctl.load.load_inventory")
     return _kinds_check
 
 

@@ -55,17 +55,16 @@ SSH_ENV_OVERRIDES = {"private_key": "ASCENDCTL_SSH_KEY",
 
 
 def load_inventory(path: str | os.PathLike[str], *, check_files: bool = True) -> Inventory:
-    """Load and validate. `check_files=False` skips controller-side file checks (key files)."""
+    """Load and validate the file, section by section. `check_files=False` skips
+    controller-side file checks (key files). The engine section is validated by the
+    registered engine kinds: commands load through `ascendctl.load.load_inventory`, which
+    registers them and checks the options against the pinned release too."""
     path = Path(path)
     data, source = load_yaml_with_lines(
         path, what="inventory", decimal_numbers=True,
         too_many=f"more than {MAX_WRITTEN_VALUES} values (keys, values and list items): "
                  "larger than any inventory needs")
-    inventory = _Builder(path, source).build(data, check_files=check_files)
-    from ascendctl.drift import refuse_option_drift   # needs the built inventory
-
-    refuse_option_drift(inventory)
-    return inventory
+    return _Builder(path, source).build(data, check_files=check_files)
 
 
 class _Builder:

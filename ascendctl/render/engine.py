@@ -16,6 +16,7 @@ import posixpath
 from ascendctl_runtime.nodeutil import host_port
 
 from ascendctl.errors import InputError
+from ascendctl.facts.versions import parse_version, try_parse_version
 from ascendctl.inventory import Host, Inventory
 from ascendctl.engine.scope import pinned_release, tutorial_for
 from ascendctl.plan.flags import engine_flags
@@ -97,6 +98,17 @@ def ray_argv(inv: Inventory, host: Host) -> list[str] | None:
             f"--node-ip-address={host.ip}", "--block"]
 
 
+# vLLM read VLLM_RPC_TIMEOUT (ms) up to 0.22.x; vllm/envs.py of 0.23.0 no longer has it
+# (VLLM_ENGINE_READY_TIMEOUT_S is read from 0.17.0 to 0.32.0).
+RPC_TIMEOUT_GONE = parse_version("0.23.0")
+
+
+def _reads_rpc_timeout(inv: Inventory) -> bool:
+    """Whether the pinned vLLM reads VLLM_RPC_TIMEOUT (unpinned: set it, it is harmless)."""
+    pinned = try_parse_version(inv.versions.vllm) if inv.versions.vllm else None
+    return pinned is None or pinned < RPC_TIMEOUT_GONE
+
+
 def engine_environment(inv: Inventory, host: Host, release: str, *,
                        nic: str | None = None) -> list[tuple[str, str]]:
     """Non-secret engine environment: the recipe's variables, then serving.env, then
@@ -122,9 +134,10 @@ def engine_environment(inv: Inventory, host: Host, release: str, *,
         ("VLLM_HOST_IP", host.ip),
         # the engine may take the whole start-up budget to load and compile
         ("VLLM_ENGINE_READY_TIMEOUT_S", str(s.startup_timeout)),
-        ("VLLM_RPC_TIMEOUT", str(s.startup_timeout * 1000)),
-        ("HF_HUB_OFFLINE", "1"),
     ]
+    if _reads_rpc_timeout(inv):
+        pairs.append(("VLLM_RPC_TIMEOUT", str(s.startup_timeout * 1000)))
+    pairs.append(("HF_HUB_OFFLINE", "1"))
     if s.export_rank_table:
         # only when asked: vllm-ascend no longer reads it (serving.export_rank_table)
         pairs.append(("RANK_TABLE_FILE", f"{release}/hccl.json"))

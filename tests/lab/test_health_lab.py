@@ -201,7 +201,7 @@ def free_port() -> int:
 
 @pytest.fixture()
 def prometheus(cluster, tmp_path):
-    from ascendctl.inventory import load_inventory
+    from ascendctl.load import load_inventory
     from ascendctl.render.files import write_files
     from ascendctl.render.prometheus import prometheus_files
 

@@ -42,7 +42,7 @@ def connect_both(inv) -> dict[str, tuple[bool, str, bool, str]]:
 
 
 def test_both_transports_share_one_known_hosts_policy(lab, tmp_path, monkeypatch):
-    from ascendctl.inventory import load_inventory
+    from ascendctl.load import load_inventory
 
     source = Path(lab.known_hosts)
     hashed = tmp_path / "hashed"

@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from ascendctl.errors import InputError
-from ascendctl.inventory import load_inventory
+from ascendctl.load import load_inventory
 
 pytestmark = pytest.mark.lab
 

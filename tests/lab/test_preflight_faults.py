@@ -11,7 +11,7 @@ from importlib import resources
 import jsonschema
 import pytest
 
-from ascendctl.inventory import load_inventory
+from ascendctl.load import load_inventory
 from ascendctl.lab.faults import FAULT_KINDS
 from ascendctl.preflight.expectations import PreflightOptions
 from ascendctl.preflight.run import PreflightRequest, run_preflight

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from junitparser import JUnitXml
 
-from ascendctl.inventory import load_inventory
+from ascendctl.load import load_inventory
 from ascendctl.preflight.run import PreflightRequest, run_facts, run_preflight
 
 pytestmark = pytest.mark.lab

@@ -230,7 +230,7 @@ def test_a_release_that_changes_nothing_the_model_computes_agrees(state):
     release_b = deploy(inv_b)
     assert release_b != state["release_a"]
     # what a rolling deploy asks before it switches: does A have answers to agree with?
-    from ascendctl.inventory import load_inventory
+    from ascendctl.load import load_inventory
     from ascendctl.quality.gate import has_recorded_answers
     from ascendctl.transport import SshPool
 

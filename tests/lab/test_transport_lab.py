@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from ascendctl.exitcodes import Exit
-from ascendctl.inventory import load_inventory
+from ascendctl.load import load_inventory
 from ascendctl.transport import ConnectError, ConnectKind, HostStatus, SshPool, put_file
 
 pytestmark = pytest.mark.lab

@@ -251,7 +251,7 @@ def test_index_escaping_the_model_directory_is_rejected(lab, tmp_path, how):
 # -- verified on arrival: bytes that do not match the manifest fail, naming node and file -
 
 def test_mismatch_on_arrival_names_node_and_file(lab, tmp_path):
-    from ascendctl.inventory import load_inventory
+    from ascendctl.load import load_inventory
     from ascendctl.weights.plan import plan_for_inventory
     from ascendctl.weights.push import push
 
@@ -277,7 +277,7 @@ def test_mismatch_on_arrival_names_node_and_file(lab, tmp_path):
 # -- relay hops check host keys as strictly as the first hop ------------------------------
 
 def test_relay_hop_refuses_a_node_whose_host_key_does_not_match(lab, tmp_path):
-    from ascendctl.inventory import load_inventory
+    from ascendctl.load import load_inventory
     from ascendctl.transport import SshPool
     from ascendctl.weights.hopkeys import HopKeys
     from ascendctl.weights.plan import plan_for_inventory
@@ -322,7 +322,7 @@ def test_relay_hop_refuses_a_node_whose_host_key_does_not_match(lab, tmp_path):
 # -- no agent forwarding: per-push hop keys, restricted and removed ------------------------
 
 def test_hop_keys_run_only_the_relay_from_the_upstream_and_are_removed(lab, tmp_path):
-    from ascendctl.inventory import load_inventory
+    from ascendctl.load import load_inventory
     from ascendctl.transport import SshPool
     from ascendctl.weights.hopkeys import HopKeys
     from ascendctl.weights.plan import plan_for_inventory

@@ -13,7 +13,7 @@ from ascendctl.benchmark.settings import (
     BenchSettings, bench_argv, bench_executable, npus_serving, served_model, validate,
 )
 from ascendctl.errors import InputError
-from ascendctl.inventory import load_inventory
+from ascendctl.load import load_inventory
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 RELEASE = "/var/lib/ascendctl/releases/r-0123456789ab"

@@ -16,7 +16,7 @@ from ascendctl.doctor.collect import NodeCollection, parse_since
 from ascendctl.doctor.scan import scan_collections
 from ascendctl.doctor.signatures import default_signatures
 from ascendctl.errors import InputError
-from ascendctl.inventory import load_inventory
+from ascendctl.load import load_inventory
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 KEY = "sk-test-" + "5e6f7a8b9c0d1e2f"

@@ -13,7 +13,7 @@ import pytest
 
 from ascendctl.doctor.bundle import write_bundle
 from ascendctl.doctor.collect import NodeCollection
-from ascendctl.inventory import load_inventory
+from ascendctl.load import load_inventory
 from ascendctl_runtime.doctor_node import REDACTED, redact
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

@@ -20,7 +20,7 @@ from ascendctl.engine.identity import read_archive
 from ascendctl.engine.preflight import engine_expectation
 from ascendctl.errors import InputError
 from ascendctl.facts.engine import CANN_FILES
-from ascendctl.inventory import load_inventory
+from ascendctl.load import load_inventory
 from tests.unit.test_engine_archive_hostile import (
     container_inventory, docker_members, info, link, tar_bytes, write,
 )

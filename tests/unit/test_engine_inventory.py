@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from ascendctl.errors import InputError
-from ascendctl.inventory import load_inventory
+from ascendctl.load import load_inventory
 from ascendctl.inventory.engine import EngineSpec
 from tests.unit.test_plan_inventories import example_data
 

@@ -179,12 +179,12 @@ def test_the_cli_loads_the_kinds_for_a_command_but_not_for_its_help(tmp_path):
 
 
 def test_loading_an_inventory_without_the_kinds_says_so(tmp_path):
-    """A caller of the library that never imported ascendctl.engine.kinds gets told, not
-    an inventory error."""
+    """A caller of the library that parses with ascendctl.inventory (without
+    ascendctl.load, which registers the kinds) gets told, not an inventory error."""
     path = tmp_path / "inventory.yaml"
     path.write_text((ROOT / "inventory.example.yaml").read_text())
     result = _python("import sys\nfrom ascendctl.inventory import load_inventory\n"
                      "load_inventory(sys.argv[1], check_files=False)", str(path))
     assert result.returncode == 1
-    assert "internal: no engine kinds are registered (import ascendctl.engine.kinds" \
-        in result.stderr
+    assert "internal: no engine kinds are registered: load inventories with " \
+        "ascendctl.load.load_inventory" in result.stderr

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from ascendctl.errors import InputError
-from ascendctl.inventory import load_inventory
+from ascendctl.load import load_inventory
 from ascendctl.inventory.inputfile import json_depth, parse_json
 from ascendctl.render.secrets import resolve_secrets
 

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from ascendctl.errors import InputError
-from ascendctl.inventory import load_inventory
+from ascendctl.load import load_inventory
 from ascendctl.inventory.container_safety import (
     SAFE_CAPABILITIES, capability, confining, mount_risk, normalised, relation, security_opt,
 )

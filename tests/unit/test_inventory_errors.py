@@ -15,7 +15,7 @@ import pytest
 
 from ascendctl.errors import InputError
 from ascendctl.exitcodes import Exit
-from ascendctl.inventory import load_inventory
+from ascendctl.load import load_inventory
 
 BAD_DIR = Path(__file__).parent.parent / "fixtures" / "inventories" / "bad"
 BAD_FILES = sorted(BAD_DIR.glob("*.yaml"))

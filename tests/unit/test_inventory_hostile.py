@@ -20,7 +20,7 @@ import pytest
 
 from ascendctl.errors import InputError
 from ascendctl.exitcodes import Exit
-from ascendctl.inventory import load_inventory
+from ascendctl.load import load_inventory
 
 CORPUS = Path(__file__).parent.parent / "fixtures" / "hostile"
 ALL_FILES = sorted(CORPUS.glob("*.yaml"))

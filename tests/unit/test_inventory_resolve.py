@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ascendctl.errors import InputError
-from ascendctl.inventory import load_inventory
+from ascendctl.load import load_inventory
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "inventory.example.yaml"

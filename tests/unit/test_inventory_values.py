@@ -12,7 +12,7 @@ import yaml
 
 from ascendctl.engine.releases import check_versions, match_versions
 from ascendctl.errors import InputError
-from ascendctl.inventory import load_inventory
+from ascendctl.load import load_inventory
 from ascendctl.inventory.excerpt import EXCERPT_CHARS, excerpt
 from ascendctl.inventory.model import VersionsSpec
 from tests.unit.test_plan_inventories import example_data

@@ -17,7 +17,7 @@ from ascendctl.drift.argv import read_options
 from ascendctl.drift.guard import Argv, check_options
 from ascendctl.drift.schema import load_schema
 from ascendctl.errors import InputError
-from ascendctl.inventory import load_inventory
+from ascendctl.load import load_inventory
 
 REFERENCE = Path(__file__).parents[2] / "inventory.example.yaml"
 

@@ -8,7 +8,8 @@ from typing import Any, Callable
 
 import yaml
 
-from ascendctl.inventory import Inventory, load_inventory
+from ascendctl.inventory import Inventory
+from ascendctl.load import load_inventory
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "inventory.example.yaml"

@@ -9,7 +9,7 @@ import textwrap
 import pytest
 
 from ascendctl.errors import InputError
-from ascendctl.inventory import load_inventory
+from ascendctl.load import load_inventory
 from ascendctl.playbook import PlaybookRunner, RunOptions, load_playbook, templar_for
 from ascendctl.playbook.reporting import Reporter
 from ascendctl.playbook.state import RunState

@@ -10,7 +10,7 @@ import pytest
 
 from ascendctl.errors import InputError
 from ascendctl.exitcodes import Exit
-from ascendctl.inventory import load_inventory
+from ascendctl.load import load_inventory
 from ascendctl.playbook import PlaybookRunner, RunOptions, load_playbook, templar_for
 from ascendctl.playbook.reporting import Reporter
 

@@ -7,7 +7,7 @@ import itertools
 import pytest
 
 from ascendctl.errors import InputError
-from ascendctl.inventory import load_inventory
+from ascendctl.load import load_inventory
 from ascendctl.preflight.expectations import (
     FULL_STACK, OwnHolders, PreflightOptions, build_expectations, required_packages,
 )

@@ -14,7 +14,7 @@ from junitparser import Error, Failure, JUnitXml, Skipped
 from ascendctl.checks import SPECS
 from ascendctl.errors import InputError
 from ascendctl.exitcodes import Exit
-from ascendctl.inventory import load_inventory
+from ascendctl.load import load_inventory
 from ascendctl.preflight.junit import junit_xml, write_junit
 from ascendctl.preflight.output import print_plain, print_rich
 from ascendctl.preflight.report import build_report, validate_selection

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from ascendctl.errors import InputError
-from ascendctl.inventory import load_inventory
+from ascendctl.load import load_inventory
 from ascendctl.quality.promptfile import (
     MAX_ENTRIES, MAX_JSONL_BYTES, MAX_YAML_BYTES, MAX_YAML_VALUES,
 )

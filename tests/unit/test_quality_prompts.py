@@ -13,7 +13,7 @@ import yaml
 
 from ascendctl.errors import InputError
 from ascendctl.exitcodes import Exit
-from ascendctl.inventory import load_inventory
+from ascendctl.load import load_inventory
 from ascendctl.quality.prompts import (
     BUILTIN, Expectation, builtin_prompt_set, load_prompt_file,
 )

@@ -15,7 +15,7 @@ from junitparser import JUnitXml
 
 from ascendctl.errors import InputError
 from ascendctl.exitcodes import Exit
-from ascendctl.inventory import load_inventory
+from ascendctl.load import load_inventory
 from ascendctl.quality.gate import (
     NodeAnswer, ReferenceAnswers, agreement_figures, check_fits, evaluate, gate_spec, problems_of,
 )

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ascendctl.inventory import load_inventory
+from ascendctl.load import load_inventory
 from ascendctl.render import render_cluster, render_release
 from tests.unit.test_plan_inventories import EXAMPLE, ROOT
 

@@ -25,7 +25,7 @@ import pytest
 from ascendctl_runtime import probe
 from ascendctl_runtime.nodeutil import host_port, http_url
 
-from ascendctl.inventory import load_inventory
+from ascendctl.load import load_inventory
 from ascendctl.render import render_cluster, render_release, write_files
 from ascendctl.render.prometheus import prometheus_files
 from ascendctl.render.proxy import render_site

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ascendctl.errors import InputError
-from ascendctl.inventory import load_inventory
+from ascendctl.load import load_inventory
 from ascendctl.status import NodeStatus, Verdict, judge
 from ascendctl.status.parse import node_status
 from tests.unit.test_playbook_rolling import group_inventory

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from ascendctl.errors import InputError
-from ascendctl.inventory import load_inventory
+from ascendctl.load import load_inventory
 from ascendctl.inventory.secretoptions import (
     SECRET_OPTION_WORDS, VLLM_OPTIONS_WITH_A_SECRET_WORD, is_secret_option, secret_options,
 )
