@@ -1,6 +1,6 @@
 """The compatibility matrix the version checks read (vllm-ascend <-> vLLM <-> CANN <->
 torch/torch_npu <-> Python): a view over the release sets the engine ships
-(ascendctl/engine/data/release_sets.yaml, docs/engine.md), so there is one matrix."""
+(ascendctl/releases/data/release_sets.yaml, docs/engine.md), so there is one matrix."""
 
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ def _public(text: str) -> Version:
 
 @lru_cache(maxsize=1)
 def load_matrix() -> CompatMatrix:
-    from ascendctl.engine.releases import SCHEMA, load_matrix as release_sets
+    from ascendctl.releases.sets import SCHEMA, load_matrix as release_sets
 
     sets = release_sets()
     return CompatMatrix(

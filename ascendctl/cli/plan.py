@@ -23,7 +23,7 @@ def plan(inventory: Path = inventory_option(),
     layout cannot fit (the numbers are printed first). Nothing is contacted.
     """
     from ascendctl.console import get_console, print_json
-    from ascendctl.engine.scope import pinned_release, tutorial_for
+    from ascendctl.releases.scope import pinned_release, tutorial_for
     from ascendctl.load import load_inventory
     from ascendctl.plan import plan_inventory, refusal_message
     from ascendctl.plan.flags import engine_flags, launch_flags
