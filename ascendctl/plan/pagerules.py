@@ -119,7 +119,7 @@ ASCEND_RULES: tuple[PageRule, ...] = (
         summary=_K_ONLY_SUMMARY + "; MLA's K page is kv_lora_rank; sparse index-kpool "
                 "models (index_topk + index_kpool) take a branch of their own, not modelled",
         sources=(f"{_PATCH} @ sdist 0.28.0rc1, 0.29.0rc1 (identical): lines 110-141, the "
-                 "K-page block unless _get_sparse_index_kpool; line 149, the K+V page + "
+                 "K-page block unless _get_sparse_index_kpool; lines 143-157, the K+V page + "
                  "conv page",
                  f"{_RUNNER} @ sdist 0.28.0rc1, 0.29.0rc1; {_PLATFORM} does not call "
                  "vLLM's")),
