@@ -13,7 +13,7 @@ backend` calls it; the patch keeps only the sparse index-kpool branch).
 
 Read: every tag of the vllm-ascend repository from v0.14.0rc1 to v0.25.1rc1, and the PyPI
 sdists of every release from 0.17.0rc1 to 0.30.0rc2 with the vLLM sdist each is paired
-with (engine/data/release_sets.yaml); rows change where the rule changes. A release newer
+with (releases/data/release_sets.yaml); rows change where the rule changes. A release newer
 than every one read uses the newest rule and says so.
 """
 

@@ -39,7 +39,7 @@ from pathlib import Path
 
 import pytest
 
-from ascendctl.engine.releases import load_matrix
+from ascendctl.releases.sets import load_matrix
 from ascendctl.plan import plan_inventory
 from ascendctl.plan.builtin import BUILTIN_CONFIGS, builtin_config
 from ascendctl.plan.kvcache import allocate

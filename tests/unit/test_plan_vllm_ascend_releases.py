@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from ascendctl.engine.releases import load_matrix
+from ascendctl.releases.sets import load_matrix
 from ascendctl.plan import plan_inventory
 from ascendctl.plan.builtin import BUILTIN_CONFIGS
 from tests.unit.test_plan_acceptance import pin_release

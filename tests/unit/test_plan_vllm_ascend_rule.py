@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ascendctl.engine.releases import load_matrix
+from ascendctl.releases.sets import load_matrix
 from ascendctl.plan import plan_inventory
 from ascendctl.plan.hbm import CHIP_TOTALS, GIB, usable_total
 from ascendctl.plan.kvcache import pages
@@ -125,7 +125,7 @@ def test_a_future_release_says_it_uses_the_newest_rule():
 
 
 def test_every_release_in_the_matrix_was_read():
-    """Each vllm-ascend release of engine/data/release_sets.yaml has its rule from its own
+    """Each vllm-ascend release of releases/data/release_sets.yaml has its rule from its own
     code, with no note."""
     for row in load_matrix().releases:
         choice = rule_for(row.vllm_ascend)
