@@ -65,3 +65,28 @@ def lab(lab_factory):
     """The session's shared 2-node lab (8 x 910B3 each). Tests that inject faults heal
     them before they finish."""
     return lab_factory(2)
+
+
+_module_seconds: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report):
+    """Wall time per test file (setup, call and teardown: a module's lab and deployment
+    are paid in its first setup and last teardown)."""
+    module = report.nodeid.split("::", 1)[0]
+    _module_seconds[module] = _module_seconds.get(module, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The cost of the suite per lab module (and the unit tests as one line), for CI's
+    budget: the closing line of every run says where the minutes went."""
+    if not _module_seconds:
+        return
+    lab = {m: s for m, s in _module_seconds.items() if m.startswith("tests/lab/")}
+    other = sum(s for m, s in _module_seconds.items() if m not in lab)
+    terminalreporter.section("time per module")
+    for module, seconds in sorted(lab.items(), key=lambda item: -item[1]):
+        terminalreporter.write_line(f"{seconds:8.0f} s  {module}")
+    terminalreporter.write_line(f"{other:8.0f} s  every other test module "
+                                f"({len(_module_seconds) - len(lab)} files)")
+    terminalreporter.write_line(f"{sum(_module_seconds.values()):8.0f} s  in all")
