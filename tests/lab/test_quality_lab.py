@@ -111,7 +111,7 @@ def agreement_prompt_file(directory: Path) -> Path:
 def state(tmp_path_factory):
     """One lab with release A (the lab's tiny model) deployed."""
     require_lab()
-    from ascendctl.lab import Lab
+    from ascendctl_lab import Lab
 
     lab = Lab(unique_lab_name("h6q")).up(nodes=NODES)
     try:
@@ -258,7 +258,7 @@ def scaled_copy(source: Path, target: Path, tensor: str, factor: float) -> None:
     import numpy as np
     from safetensors import safe_open
 
-    from ascendctl.lab.model import to_bf16_bytes
+    from ascendctl_lab.model import to_bf16_bytes
 
     shutil.copytree(source, target)
     index = json.loads((target / "model.safetensors.index.json").read_text())

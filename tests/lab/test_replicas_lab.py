@@ -117,7 +117,7 @@ def state(tmp_path_factory):
     """Two single-node serving groups with release A (the lab's tiny model) deployed on
     both at once (max_unavailable 2: nothing serves yet, nothing to keep serving)."""
     require_lab()
-    from ascendctl.lab import Lab
+    from ascendctl_lab import Lab
 
     timings: dict[str, float] = {}
     lab = Lab(unique_lab_name("h9r")).up(nodes=2, replicas=2)

@@ -14,15 +14,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ascendctl.errors import InputError
-from ascendctl.lab import image as lab_image
-from ascendctl.lab import network as net
-from ascendctl.lab import node as lab_node
-from ascendctl.lab import paths, provision, registry
-from ascendctl.lab.hostcmd import LabError, check_host, run
-from ascendctl.lab.sim import state as sim_state
+from ascendctl_lab import image as lab_image
+from ascendctl_lab import network as net
+from ascendctl_lab import node as lab_node
+from ascendctl_lab import paths, provision, registry
+from ascendctl_lab.hostcmd import LabError, check_host, run
+from ascendctl_lab.sim import state as sim_state
 
 if TYPE_CHECKING:
-    from ascendctl.lab.network import LabNet
+    from ascendctl_lab.network import LabNet
 
 Progress = Callable[[str], None]
 DEFAULT_NAME = "lab"
@@ -248,7 +248,7 @@ class Lab:
         self._wait_nodes_ready(self.nodes, say)
         self._write_known_hosts()
         if not (self.model_dir / "model.safetensors.index.json").exists():
-            from ascendctl.lab.model import build_model
+            from ascendctl_lab.model import build_model
 
             build_model(self.model_dir)
         self._write_inventory(self._engine_section(engine, say), replicas)
@@ -321,13 +321,13 @@ class Lab:
     @staticmethod
     def _engine_section(engine: str, say: Progress) -> str | dict:
         if engine == "container":
-            from ascendctl.lab.engine_image import ENGINE_COMMAND, build_engine_image
+            from ascendctl_lab.engine_image import ENGINE_COMMAND, build_engine_image
 
             built = build_engine_image(progress=say)
             return {"kind": "container", "runtime": "podman", "image": built.image,
                     "archive": str(built.archive), "command": ENGINE_COMMAND}
         if engine == "venv":
-            from ascendctl.lab.wheelhouse import build_wheelhouse
+            from ascendctl_lab.wheelhouse import build_wheelhouse
 
             return {"kind": "venv", "wheelhouse": str(build_wheelhouse(say)),
                     "command": "vllm"}
@@ -339,7 +339,7 @@ class Lab:
         return self.state_dir / "api-key"
 
     def _write_inventory(self, engine: str | dict, replicas: int = 1) -> None:
-        from ascendctl.lab import inventory
+        from ascendctl_lab import inventory
 
         key_file = None
         if replicas > 1:
@@ -455,7 +455,7 @@ class Lab:
 
     # ---- faults ---------------------------------------------------------------------
     def fault(self, node: str, kind: str, value: str | None = None) -> str:
-        from ascendctl.lab import faults
+        from ascendctl_lab import faults
 
         message = faults.inject(self, node, kind, value)
         record = self._load()
@@ -466,7 +466,7 @@ class Lab:
         return message
 
     def heal(self, node: str | None = None) -> list[str]:
-        from ascendctl.lab import faults
+        from ascendctl_lab import faults
 
         names = [node] if node else [n.name for n in self.nodes]
         for name in names:

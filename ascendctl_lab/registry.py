@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterator
 
 from ascendctl.errors import InputError
-from ascendctl.lab import paths
+from ascendctl_lab import paths
 
 MAX_INDEX = 250
 NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
