@@ -478,9 +478,3 @@ class Lab:
             record.setdefault("faults", {}).pop(name, None)
             self._save()
         return names
-
-
-def list_labs() -> list[str]:
-    root = paths.labs_dir()
-    return sorted(p.name for p in root.iterdir() if (p / "lab.json").exists()) \
-        if root.is_dir() else []

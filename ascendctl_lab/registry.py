@@ -67,8 +67,3 @@ def lookup(name: str) -> int | None:
 def release(name: str) -> None:
     with _locked() as data:
         data["labs"].pop(name, None)
-
-
-def all_labs() -> dict[str, int]:
-    with _locked() as data:
-        return {name: int(v["index"]) for name, v in data["labs"].items()}

@@ -48,7 +48,6 @@ ALL_VAR_KEYS = tuple(CLUSTER_SECTIONS) + GROUP_VAR_KEYS
 SERVING_GROUP_KEY = "serving_group"
 CHILD_VAR_KEYS = GROUP_VAR_KEYS + (SERVING_GROUP_KEY,)
 GROUP_KEYS = ("hosts", "vars", "children")
-IMPLICIT_GROUPS = ("all", "head", "followers")
 # Environment variables that override every host's ssh settings (documented in --help).
 SSH_ENV_OVERRIDES = {"private_key": "ASCENDCTL_SSH_KEY",
                      "known_hosts": "ASCENDCTL_KNOWN_HOSTS"}

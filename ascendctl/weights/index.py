@@ -7,7 +7,6 @@ only its stage's files therefore needs an index listing exactly those files.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -74,7 +73,3 @@ def node_index(metadata: dict, weight_map: dict[str, str], total_size: int) -> d
     meta = dict(metadata)
     meta["total_size"] = total_size
     return {"metadata": meta, "weight_map": dict(sorted(weight_map.items()))}
-
-
-def dumps_index(index: dict) -> str:
-    return json.dumps(index, indent=2) + "\n"

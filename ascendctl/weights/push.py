@@ -64,10 +64,6 @@ class DiskSpaceError(AscendctlError):
     pass
 
 
-class TransferError(AscendctlError):
-    pass
-
-
 def _unique(files):
     seen = set()
     for planned in files:
