@@ -9,8 +9,10 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ascendctl.console import get_console
 from ascendctl.junit import ERROR, FAILURE, PASSED, SKIPPED, Case, JUnitReport, Suite
 from ascendctl.playbook.results import RunReport, TaskHostResult, TaskReport
+from ascendctl.playbook.runner import task_selected
 
 if TYPE_CHECKING:
     from ascendctl.playbook.model import Play, Task
@@ -38,8 +40,6 @@ class ConsoleReporter(Reporter):
     def __init__(self, console: Any = None, *, show_diff: bool = False, check: bool = False,
                  verbose: bool = False):
         if console is None:
-            from ascendctl.console import get_console
-
             console = get_console()
         self.console = console
         self.show_diff = show_diff
@@ -129,8 +129,6 @@ def _one_line(res: TaskHostResult) -> str:
 def list_tasks(planned: list[tuple["Play", tuple[Any, ...]]], options: Any, console: Any) -> None:
     """`--list-tasks`: what would run, on which hosts, with tags; nothing is contacted."""
     from rich.markup import escape
-
-    from ascendctl.playbook.runner import task_selected
 
     for play, hosts in planned:
         names = ", ".join(h.name for h in hosts) or "(no hosts)"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ascendctl.junit import FAILURE, PASSED, Case, JUnitReport, Suite
-from ascendctl.quality.prompts import truncate
+from ascendctl.inventory.prompts import truncate
 from ascendctl.quality.result import ERROR_CHARS, PromptOutcome, QualityReport
 
 CELL_CHARS = 60

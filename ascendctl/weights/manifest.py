@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ascendctl.errors import AscendctlError, InputError
 from ascendctl.weights.cache import CachedHash, HashCache
+from ascendctl.weights.nodehelper import helper_module
 from ascendctl.weights.paths import check_relative, json_line_of, resolve_inside
 
 MANIFEST_FORMAT = "ascendctl-weights-manifest/1"
@@ -87,8 +88,6 @@ def list_model_files(root: Path) -> list[str]:
 
 
 def _hash_one(root: Path, rel: str, cache: HashCache) -> FileEntry:
-    from ascendctl.weights.nodehelper import helper_module
-
     helper = helper_module()
     real = os.path.realpath(root / rel)
     st = os.stat(real)

@@ -208,7 +208,7 @@ def test_a_wrong_expected_answer_fails_and_shows_what_came_back(state):
     assert "FAIL: quality gate (prompts) failed on node0" in out
     assert "1 of 4 prompts failed (python: expected contains \"Paris is the capital\"" in out
     # which prompt, what was expected, what came back
-    from ascendctl.quality.prompts import truncate
+    from ascendctl.inventory.prompts import truncate
     from ascendctl.junit import xml_text
 
     assert "python ('def fibonacci(n):" in out

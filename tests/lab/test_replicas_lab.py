@@ -289,7 +289,7 @@ def test_a_wrong_expected_answer_fails_the_gate_of_every_group(state):
         state.setdefault("python_answers", []).append(failed["text"])
     table = ascendctl("bench", "-i", str(inv), "--quality", timeout=600)
     assert table.returncode == 1
-    from ascendctl.quality.prompts import truncate
+    from ascendctl.inventory.prompts import truncate
 
     for group, node in GROUPS.items():
         assert f"serving group {group}" in table.stdout

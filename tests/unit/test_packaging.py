@@ -58,7 +58,7 @@ def test_wheel_holds_package_data(wheel):
     for data in ("ascendctl/doctor/data/signatures.yaml",
                  "ascendctl/preflight/schema/preflight.schema.json",
                  "ascendctl/engine/data/release_sets.yaml",
-                 "ascendctl/quality/data/agreement_prompts.yaml"):
+                 "ascendctl/inventory/data/agreement_prompts.yaml"):
         assert data in names
 
 

@@ -14,7 +14,7 @@ import yaml
 from ascendctl.errors import InputError
 from ascendctl.exitcodes import Exit
 from ascendctl.load import load_inventory
-from ascendctl.quality.prompts import (
+from ascendctl.inventory.prompts import (
     BUILTIN, Expectation, builtin_prompt_set, load_prompt_file,
 )
 

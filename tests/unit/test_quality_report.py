@@ -19,7 +19,7 @@ from ascendctl.load import load_inventory
 from ascendctl.quality.gate import (
     NodeAnswer, ReferenceAnswers, agreement_figures, check_fits, evaluate, gate_spec, problems_of,
 )
-from ascendctl.quality.prompts import Expectation, PromptSet, QualityPrompt
+from ascendctl.inventory.prompts import Expectation, PromptSet, QualityPrompt
 from ascendctl.junit import junit_xml
 from ascendctl.quality.report import failure_lines, junit_report, quality_table
 from ascendctl.quality.result import PromptSetInfo, QualityReport, Reference
