@@ -20,6 +20,8 @@ from ascendctl.errors import InputError
 from ascendctl.inventory.engine import EngineSpec, check_engine_inventory
 from ascendctl.inventory.excerpt import bounded, excerpt
 from ascendctl.inventory.hosts import SINGLE_GROUP, Host, Inventory, ServingGroup
+from ascendctl.inventory.inputfile import non_regular, shown
+from ascendctl.inventory.known_hosts import check_known_hosts_file, known_hosts_path
 from ascendctl.inventory.quality import check_quality_inventory
 from ascendctl.inventory.model import (
     ClusterSpec, DeploySpec, HostSpec, ModelSpec, NAME_RE, Section, ServingSpec, SloSpec,
@@ -573,9 +575,6 @@ class _Builder:
                             field("api_server_count"))
 
     def check_controller_files(self, hosts: list[Host]) -> None:
-        from ascendctl.inventory.inputfile import non_regular, shown
-        from ascendctl.transport.hostkeys import check_known_hosts_file, known_hosts_path
-
         checked: set[str] = set()
         for host in hosts:
             origin = {field: f" (from {env})" if os.environ.get(env) else ""

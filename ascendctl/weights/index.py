@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 from ascendctl.errors import InputError
+from ascendctl.inventory.inputfile import non_regular, parse_json, read_input_text, shown
 from ascendctl.weights.paths import check_relative, json_line_of, resolve_inside
 
 INDEX_NAME = "model.safetensors.index.json"
@@ -22,8 +23,6 @@ def read_index(root: Path) -> dict | None:
 
     Every file the weight map names must be a relative path that stays inside `root`
     (after symlinks) and must exist."""
-    from ascendctl.inventory.inputfile import non_regular, parse_json, read_input_text, shown
-
     path = Path(root) / INDEX_NAME
     if not os.path.lexists(path):
         return None
@@ -61,8 +60,6 @@ def read_index(root: Path) -> dict | None:
 def _entry_field(tensor: str) -> str:
     """weight_map.NAME for an error message; a long name or one with control characters
     shortened and quoted, so the message stays one short line."""
-    from ascendctl.inventory.inputfile import shown
-
     if len(tensor) <= 120 and tensor.isprintable() and " " not in tensor:
         return f"weight_map.{tensor}"
     return f"weight_map[{shown(tensor)}]"
