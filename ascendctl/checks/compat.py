@@ -1,6 +1,6 @@
 """The compatibility matrix the version checks read (vllm-ascend <-> vLLM <-> CANN <->
 torch/torch_npu <-> Python): a view over the release sets the engine ships
-(ascendctl/engine/data/release_sets.yaml, docs/engine.md), so there is one matrix."""
+(ascendctl/releasesets/data/release_sets.yaml, docs/engine.md), so there is one matrix."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ascendctl.facts.versions import Version, parse_version
+from ascendctl.releasesets.matrix import SCHEMA, load_matrix as release_sets
 
 
 @dataclass(frozen=True)
@@ -61,8 +62,6 @@ def _public(text: str) -> Version:
 
 @lru_cache(maxsize=1)
 def load_matrix() -> CompatMatrix:
-    from ascendctl.engine.releases import SCHEMA, load_matrix as release_sets
-
     sets = release_sets()
     return CompatMatrix(
         f"release-sets-{SCHEMA} ({len(sets.releases)} sets, newest {sets.newest.tag})",

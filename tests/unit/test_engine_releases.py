@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ascendctl.engine.releases import (
+from ascendctl.releasesets.matrix import (
     CELLS, MatrixError, chip_variants, describe_row, load_matrix, match_versions,
     parse_matrix, parse_official_tag,
 )

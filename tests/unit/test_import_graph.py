@@ -16,14 +16,6 @@ ROOT = Path(__file__).resolve().parents[2]
 SOURCES = {"ascendctl": ROOT / "ascendctl", "ascendctl_runtime": ROOT / "runtime" / "ascendctl_runtime",
            "ascendctl_lab": ROOT / "ascendctl_lab"}
 
-# Cycles through the engine package, removed by the engine-kinds branch (issue 20, build 1):
-# delete this allowance when it merges.
-KNOWN_CYCLES = [
-    {"ascendctl.inventory", "ascendctl.engine"},
-    {"ascendctl.render", "ascendctl.engine"},
-    {"ascendctl.checks", "ascendctl.engine"},
-]
-
 Edges = dict[tuple[str, str], list[str]]
 
 
@@ -132,11 +124,6 @@ def layers(units: set[str], edges: Iterable[tuple[str, str]]) -> dict[str, int]:
     return layer
 
 
-def without_known_cycles(edges: Edges) -> Edges:
-    return {(a, b): where for (a, b), where in edges.items()
-            if {a, b} not in KNOWN_CYCLES}
-
-
 def describe(cycles: list[set[str]], edges: Edges) -> str:
     lines = []
     for cycle in cycles:
@@ -149,24 +136,13 @@ def describe(cycles: list[set[str]], edges: Edges) -> str:
 
 def test_no_package_cycle_and_so_no_arrow_back_up():
     units, edges = repository_graph()
-    allowed = without_known_cycles(edges)
-    cycles = strongly_connected(units, allowed)
-    assert not cycles, "\n" + describe(cycles, allowed)
-    layer = layers(units, allowed)
-    up = [f"{a} (layer {layer[a]}) -> {b} (layer {layer[b]})" for a, b in allowed
+    cycles = strongly_connected(units, edges)
+    assert not cycles, "\n" + describe(cycles, edges)
+    layer = layers(units, edges)
+    up = [f"{a} (layer {layer[a]}) -> {b} (layer {layer[b]})" for a, b in edges
           if layer[a] <= layer[b]]
     assert up == []
     assert layer["ascendctl.errors"] < layer["ascendctl.inventory"] < layer["ascendctl.cli"]
-
-
-def test_the_known_cycles_still_exist_until_the_kinds_branch_removes_them():
-    """Once a listed cycle is gone, delete it from KNOWN_CYCLES (so it cannot come back)."""
-    units, edges = repository_graph()
-    cycles = strongly_connected(units, edges)
-    for pair in KNOWN_CYCLES:
-        a, b = sorted(pair)
-        assert (a, b) in edges and (b, a) in edges, f"{a} <-> {b} is no cycle any more"
-        assert any(pair <= cycle for cycle in cycles)
 
 
 def test_only_the_cli_loads_the_lab():

@@ -19,13 +19,14 @@ from ascendctl.engine.kinds.base import (
     BASE, EngineKind, EnginePlan, Fail, Launch, NodeEngine, NodeObjects, Path, map_nodes,
     node_ops, refuse_serving_engine,
 )
-from ascendctl.engine.releases import chip_variants, load_matrix, parse_official_tag
+from ascendctl.releasesets.matrix import chip_variants, load_matrix, parse_official_tag
 from ascendctl.errors import AscendctlError, InputError
 from ascendctl.facts.engine import CANN_FILES, image_cann_from_files
 from ascendctl.facts.versions import try_parse_version
 from ascendctl.inventory.container_safety import engine_problems
 from ascendctl.inventory.engine import EngineSpec
 from ascendctl.inventory.excerpt import excerpt
+from ascendctl.weights.files_push import hashed_files
 
 if TYPE_CHECKING:
     from ascendctl.engine.nodeops import EngineNodeOps
@@ -166,8 +167,6 @@ class ContainerKind(EngineKind):
     # -- present / prune -----------------------------------------------------------------
 
     def plan(self, inv, pool=None, *, cache=None, hosts: Sequence[Any]) -> EnginePlan:
-        from ascendctl.weights.files_push import hashed_files
-
         spec = inv.engine
         if spec.archive:
             identity, held = archive_identity(spec.archive, spec.image)

@@ -12,7 +12,7 @@ import posixpath
 import re
 from typing import Any
 
-from ascendctl.engine.releases import (
+from ascendctl.releasesets.matrix import (
     ReleaseMatrix, ReleaseSet, TutorialFlags, load_matrix, parse_official_tag,
 )
 
