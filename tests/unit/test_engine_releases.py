@@ -19,7 +19,7 @@ from ascendctl.facts.versions import parse_version
 
 
 PYPI_LISTING = Path(__file__).parents[1] / "fixtures" / "pypi" / "vllm-ascend-index.txt"
-MATRIX_FILE = Path(__file__).parents[2] / "ascendctl" / "engine" / "data" / "release_sets.yaml"
+MATRIX_FILE = Path(__file__).parents[2] / "ascendctl" / "releasesets" / "data" / "release_sets.yaml"
 
 
 def pypi_versions() -> list[str]:
