@@ -12,9 +12,9 @@ import jsonschema
 import pytest
 
 from ascendctl.load import load_inventory
-from ascendctl_lab.faults import FAULT_KINDS
 from ascendctl.preflight.expectations import PreflightOptions
 from ascendctl.preflight.run import PreflightRequest, run_preflight
+from ascendctl_lab.faults import FAULT_KINDS
 
 pytestmark = pytest.mark.lab
 
