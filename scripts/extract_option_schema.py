@@ -37,7 +37,7 @@ from scripts.optionschema.sources import SourceTree  # noqa: E402
 FIRST, BEYOND = parse_version("0.17.0rc1"), parse_version("0.31")
 SCHEMA = REPO / "ascendctl/engine/data/option_schema.json"
 REMOVALS = REPO / "ascendctl/engine/data/option_removals.yaml"
-MATRIX = REPO / "ascendctl/releasesets/data/release_sets.yaml"
+MATRIX = REPO / "ascendctl/releases/data/release_sets.yaml"
 FIXTURES = REPO / "tests/fixtures/option_drift"
 # release notes: the newest sdist's page, plus the sections that only a release's own
 # sdist carries (release candidates of main that the release branches' notes left out)

@@ -1,6 +1,6 @@
 """The compatibility matrix the version checks read (vllm-ascend <-> vLLM <-> CANN <->
 torch/torch_npu <-> Python): a view over the release sets the engine ships
-(ascendctl/releasesets/data/release_sets.yaml, docs/engine.md), so there is one matrix."""
+(ascendctl/releases/data/release_sets.yaml, docs/engine.md), so there is one matrix."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ascendctl.facts.versions import Version, parse_version
-from ascendctl.releasesets.matrix import SCHEMA, load_matrix as release_sets
+from ascendctl.releases.sets import SCHEMA, load_matrix as release_sets
 
 
 @dataclass(frozen=True)

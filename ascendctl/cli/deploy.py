@@ -44,7 +44,7 @@ def run_deploy_playbook(book: str | Path, inventory: Path, *, check: bool = Fals
     from ascendctl.deploy.nodeops import ForceUnlock
     from ascendctl.deploy.run import DeployOptions, DeployRun
     from ascendctl.deploy.verdict import deploy_verdict
-    from ascendctl.releasesets.scope import scope_warnings
+    from ascendctl.releases.scope import scope_warnings
     from ascendctl.errors import InputError
     from ascendctl.load import load_inventory
     from ascendctl.paths import playbooks_dir

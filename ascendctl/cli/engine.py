@@ -54,7 +54,7 @@ def release_set(
     """Print the versions a vllm-ascend release was validated with, what its images ship,
     what it claims to support and its tutorials' flags, each with its source."""
     from ascendctl.console import print_json
-    from ascendctl.releasesets.matrix import load_matrix
+    from ascendctl.releases.sets import load_matrix
     from ascendctl.errors import InputError
 
     matrix = load_matrix()

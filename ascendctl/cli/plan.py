@@ -28,7 +28,7 @@ def plan(inventory: Path = inventory_option(),
     from ascendctl.plan.flags import engine_flags, launch_flags
     from ascendctl.plan.planner import PlanRefused
     from ascendctl.plan.report import print_plan
-    from ascendctl.releasesets.scope import pinned_release, tutorial_for
+    from ascendctl.releases.scope import pinned_release, tutorial_for
 
     from ascendctl.drift import option_warnings
 

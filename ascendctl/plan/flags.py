@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ascendctl.releasesets.matrix import TutorialFlags
+from ascendctl.releases.sets import TutorialFlags
 from ascendctl.inventory.model import ModelSpec, ServingSpec
 from ascendctl.plan.layout import Layout
 from ascendctl.plan.quant import ENGINE_QUANTIZATION
@@ -61,7 +61,7 @@ def engine_flags(serving: ServingSpec, model: ModelSpec, layout: Layout, *,
     `--dtype` is passed only when it changes what the engine would pick from the
     checkpoint (`checkpoint_dtype`, None when unknown: then it is always passed).
     `tutorial`: what the pinned release's tutorial for this model adds
-    (ascendctl.releasesets.scope.tutorial_for); the inventory's own values win: its
+    (ascendctl.releases.scope.tutorial_for); the inventory's own values win: its
     speculative_config keys over the tutorial's, its extra_args over the tutorial's flags."""
     flags = parallel_flags(layout)
     flags += ["--max-num-seqs", str(serving.max_num_seqs),

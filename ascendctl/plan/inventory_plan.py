@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ascendctl.releasesets.scope import scope_warnings
+from ascendctl.releases.scope import scope_warnings
 from ascendctl.errors import InputError
 from ascendctl.inventory import Inventory
 from ascendctl.plan import memory as mem

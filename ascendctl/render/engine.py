@@ -18,7 +18,7 @@ from ascendctl_runtime.nodeutil import host_port
 from ascendctl.errors import InputError
 from ascendctl.facts.versions import parse_version, try_parse_version
 from ascendctl.inventory import Host, Inventory
-from ascendctl.releasesets.scope import pinned_release, tutorial_for
+from ascendctl.releases.scope import pinned_release, tutorial_for
 from ascendctl.plan.flags import engine_flags
 from ascendctl.plan.inventory_plan import requested_layout
 from ascendctl.plan.memory import HCCL_BUFFSIZE_MB_DEFAULT

@@ -44,7 +44,7 @@ def test_matrix_data():
     assert m.release_for(parse_version("0.17.0rc1")).torch_npu.text == "2.9.0"
     assert m.release_for(parse_version("0.23.0")).python_max == (3, 12)
     # one matrix: the checks read the engine's release sets (no second copy of the data)
-    from ascendctl.releasesets.matrix import load_matrix as release_sets
+    from ascendctl.releases.sets import load_matrix as release_sets
     assert [r.vllm_ascend.text for r in m.releases] == \
         [parse_version(r.vllm_ascend).text for r in release_sets().releases]
     assert m.release_for(parse_version("0.23.0")).hdk.text == "26.0.RC1"

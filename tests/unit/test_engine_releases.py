@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ascendctl.releasesets.matrix import (
+from ascendctl.releases.sets import (
     CELLS, MatrixError, chip_variants, describe_row, load_matrix, match_versions,
     parse_matrix, parse_official_tag,
 )
@@ -19,7 +19,7 @@ from ascendctl.facts.versions import parse_version
 
 
 PYPI_LISTING = Path(__file__).parents[1] / "fixtures" / "pypi" / "vllm-ascend-index.txt"
-MATRIX_FILE = Path(__file__).parents[2] / "ascendctl" / "releasesets" / "data" / "release_sets.yaml"
+MATRIX_FILE = Path(__file__).parents[2] / "ascendctl" / "releases" / "data" / "release_sets.yaml"
 
 
 def pypi_versions() -> list[str]:

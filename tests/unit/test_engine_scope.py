@@ -8,8 +8,8 @@ import socket
 import subprocess
 import sys
 
-from ascendctl.releasesets.matrix import load_matrix
-from ascendctl.releasesets.scope import model_identity, pinned_release, scope_warnings, tutorial_for
+from ascendctl.releases.sets import load_matrix
+from ascendctl.releases.scope import model_identity, pinned_release, scope_warnings, tutorial_for
 from ascendctl.plan.flags import engine_flags
 from ascendctl.plan.inventory_plan import requested_layout
 from tests.unit.test_plan_inventories import make_inventory, model, serving, set_nodes

@@ -10,7 +10,7 @@ import time
 import pytest
 import yaml
 
-from ascendctl.releasesets.matrix import check_versions, match_versions
+from ascendctl.releases.sets import check_versions, match_versions
 from ascendctl.errors import InputError
 from ascendctl.load import load_inventory
 from ascendctl.inventory.excerpt import EXCERPT_CHARS, excerpt

@@ -57,7 +57,7 @@ def test_wheel_holds_package_data(wheel):
     names = set(wheel.namelist())
     for data in ("ascendctl/doctor/data/signatures.yaml",
                  "ascendctl/preflight/schema/preflight.schema.json",
-                 "ascendctl/releasesets/data/release_sets.yaml",
+                 "ascendctl/releases/data/release_sets.yaml",
                  "ascendctl/inventory/data/agreement_prompts.yaml"):
         assert data in names
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ascendctl.releasesets.matrix import load_matrix
-from ascendctl.releasesets.scope import tutorial_for
+from ascendctl.releases.sets import load_matrix
+from ascendctl.releases.scope import tutorial_for
 from ascendctl.exitcodes import Exit
 from ascendctl.plan import PlanRefused, check_inventory, plan_inventory
 from ascendctl.plan.memory import GIB

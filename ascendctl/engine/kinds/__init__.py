@@ -19,7 +19,7 @@ from ascendctl.engine.kinds.base import BASE, EngineKind, Fail, Path
 from ascendctl.engine.kinds.container import ContainerKind
 from ascendctl.engine.kinds.host import HostKind
 from ascendctl.engine.kinds.venv import VenvKind
-from ascendctl.releasesets.matrix import check_versions
+from ascendctl.releases.sets import check_versions
 from ascendctl.errors import AscendctlError
 from ascendctl.inventory.engine import EngineSpec, use_engine_kinds
 

@@ -19,7 +19,7 @@ from ascendctl.engine.kinds.base import (
     BASE, EngineKind, EnginePlan, Fail, Launch, NodeEngine, NodeObjects, Path, map_nodes,
     node_ops, refuse_serving_engine,
 )
-from ascendctl.releasesets.matrix import chip_variants, load_matrix, parse_official_tag
+from ascendctl.releases.sets import chip_variants, load_matrix, parse_official_tag
 from ascendctl.errors import AscendctlError, InputError
 from ascendctl.facts.engine import CANN_FILES, image_cann_from_files
 from ascendctl.facts.versions import try_parse_version

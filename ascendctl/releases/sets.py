@@ -388,7 +388,7 @@ def parse_matrix(data: Any) -> ReleaseMatrix:
 def load_matrix() -> ReleaseMatrix:
     import yaml
 
-    path = package_data("ascendctl.releasesets") / "data" / "release_sets.yaml"
+    path = package_data("ascendctl.releases") / "data" / "release_sets.yaml"
     # every inventory load reads the matrix: libyaml reads it about 5x faster
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     return parse_matrix(yaml.load(path.read_text(encoding="utf-8"), Loader=loader))

@@ -12,7 +12,7 @@ import posixpath
 import re
 from typing import Any
 
-from ascendctl.releasesets.matrix import (
+from ascendctl.releases.sets import (
     ReleaseMatrix, ReleaseSet, TutorialFlags, load_matrix, parse_official_tag,
 )
 
