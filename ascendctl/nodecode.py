@@ -108,16 +108,19 @@ class NodeCode:
         return self._locate(name)
 
     def _locate(self, name: str) -> NodeModule | None:
+        # Status and deploy ask from one thread per host: the answer is stored only once
+        # it is known (a placeholder seen by another thread would read as "not found").
         if name not in self._modules:
-            self._modules[name] = None
+            found = None
             parts = name.split(".")
             for directory in self.search_path:
                 package = directory.joinpath(*parts, "__init__.py")
                 module = directory.joinpath(*parts[:-1], parts[-1] + ".py")
                 if package.is_file() or module.is_file():
-                    self._modules[name] = NodeModule(name, package if package.is_file()
-                                                     else module, package.is_file())
+                    found = NodeModule(name, package if package.is_file() else module,
+                                       package.is_file())
                     break
+            self._modules[name] = found
         return self._modules[name]
 
     def module(self, name: str) -> NodeModule:

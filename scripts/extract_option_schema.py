@@ -3,13 +3,13 @@
 option strings, vllm-ascend `--additional-config` keys, environment variables read — from
 the released sdists (downloaded with pip, read with ast, never imported), and write:
 
-- ascendctl/engine/data/option_schema.json: the names per release, with the package
+- ascendctl/drift/data/option_schema.json: the names per release, with the package
   versions and sdist hashes they came from (the option-drift guard's data);
 - tests/fixtures/option_drift/tutorials.json: every tutorial's `vllm serve` commands and
   exported variables, per release (the guard must refuse none of them for its release);
 - tests/fixtures/option_drift/release_note_lines.json: every release-note line from
   v0.18.0rc1 to v0.30.0rc2 that removes, renames, splits, unifies, migrates or
-  deprecates something (each is classified in ascendctl/engine/data/option_removals.yaml,
+  deprecates something (each is classified in ascendctl/drift/data/option_removals.yaml,
   which this script checks against the notes: an entry whose line moved, or a line no
   entry covers, is reported and the exit status is 1).
 
@@ -35,8 +35,8 @@ from scripts.optionschema.download import Downloader  # noqa: E402
 from scripts.optionschema.sources import SourceTree  # noqa: E402
 
 FIRST, BEYOND = parse_version("0.17.0rc1"), parse_version("0.31")
-SCHEMA = REPO / "ascendctl/engine/data/option_schema.json"
-REMOVALS = REPO / "ascendctl/engine/data/option_removals.yaml"
+SCHEMA = REPO / "ascendctl/drift/data/option_schema.json"
+REMOVALS = REPO / "ascendctl/drift/data/option_removals.yaml"
 MATRIX = REPO / "ascendctl/releases/data/release_sets.yaml"
 FIXTURES = REPO / "tests/fixtures/option_drift"
 # release notes: the newest sdist's page, plus the sections that only a release's own

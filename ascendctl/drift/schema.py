@@ -1,6 +1,6 @@
-"""What each vllm-ascend release's engine accepts (ascendctl/engine/data/option_schema.json,
+"""What each vllm-ascend release's engine accepts (ascendctl/drift/data/option_schema.json,
 written by scripts/extract_option_schema.py from the released sdists) and the removals
-and renames its release notes announce (ascendctl/engine/data/option_removals.yaml)."""
+and renames its release notes announce (ascendctl/drift/data/option_removals.yaml)."""
 
 from __future__ import annotations
 
@@ -194,7 +194,7 @@ def _removal(entry: dict[str, Any]) -> Removal:
 
 @lru_cache(maxsize=1)
 def load_schema() -> OptionSchema:
-    data_dir = resources.files("ascendctl.engine") / "data"
+    data_dir = resources.files("ascendctl.drift") / "data"
     import yaml
 
     data = json.loads((data_dir / "option_schema.json").read_text(encoding="utf-8"))

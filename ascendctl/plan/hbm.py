@@ -2,8 +2,8 @@
 
 vllm-ascend requests `total x gpu_memory_utilization`, where the total is
 `torch.npu.mem_get_info()`'s (`vllm_ascend/worker/worker.py`: `requested_memory =
-init_snapshot.total_memory * gpu_memory_utilization`, the same at v0.17.0rc1, v0.23.0 and
-releases/v0.26.0rc). That total is smaller than the HBM size: on a 64 GB 910B it is
+init_snapshot.total_memory * gpu_memory_utilization`, the same in every sdist from
+0.17.0rc1 to 0.30.0rc2). That total is smaller than the HBM size: on a 64 GB 910B it is
 65,452,113,920 B (60.96 GiB), while npu-smi's `HBM-Usage(MB)` column shows a total of
 65536 MB, the nominal size (so no fact ascendctl reads gives the usable total).
 """

@@ -10,17 +10,24 @@ an NPU stack):
    (Gated DeltaNet) page holds one sequence's whole recurrent state (`MambaSpec`, shapes
    from `mamba_utils.gated_delta_net_state_shape`, whose conv state grows by the speculative
    tokens). The attention block is raised to `alignment x cdiv(state, alignment x K+V bytes
-   per token)` and the state page is padded to the attention page. vllm-ascend >= v0.16.0rc1
-   (`vllm_ascend/patch/platform/patch_mamba_config.py`) sizes the block from the K-only page
-   so that one block of K equals the SSM state (asserted), then pads every page up to the K+V
-   page + the conv state (`worker/model_runner_v1.py`, `page_size_padded`).
+   per token)` and the state page is padded to the attention page. vllm-ascend v0.16.0rc1 -
+   v0.29.x (`vllm_ascend/patch/platform/patch_mamba_config.py`) size the block from the
+   K-only page so that one block of K equals the SSM state (asserted), then pad every page up
+   to the K+V page + the conv state (`worker/model_runner_v1.py`, `page_size_padded`);
+   v0.30.0rc1 and later leave it to vLLM's `Platform._align_hybrid_block_size` with the
+   Ascend kernel block 128 (the upstream formula, alignment 128). Every page of a layout is
+   then the same size, so vLLM's grouping below takes its uniform-page path: its other path
+   for mixed page sizes (`_get_packed_kv_cache_groups`, vLLM >= 0.29) needs a
+   block-outermost KV cache layout, and vllm-ascend's backends declare none, which resolves
+   to LBNHC.
 2. Groups (`v1/core/kv_cache_utils.py`, `_get_kv_cache_groups_uniform_page_size`): layers
    of one kind are cut into groups of `group_size` layers, the fewest layers of any kind
    (or the most, when max < balance x min; 1.25 up to vLLM 0.17, 1.5 later); the MTP
    drafter's attention layer counts with the attention layers; a kind's layers are dealt
    out to its groups in turn. Layer i of every group shares one tensor, so a block costs
    `page x group_size` bytes (`get_kv_cache_config_from_groups`: num_blocks =
-   memory // page // group_size).
+   memory // page // group_size up to vLLM 0.28; memory // the largest group's sum of
+   pages from vLLM 0.29, the same figure with one page size).
 3. Blocks per request (`v1/core/single_type_kv_cache_manager.py`; `max_memory_usage_bytes`
    of each spec in `v1/kv_cache_interface.py`): an attention group needs
    `cdiv(max_model_len, block_size)` blocks; a linear-attention group needs
@@ -110,9 +117,10 @@ def pages(cfg: ModelConfig, layout: Layout, *, kv_bytes: int, dtype_bytes: int,
 
 def _whole_pages(cfg: ModelConfig, per_token: int, conv: int, ssm: int,
                  rule: PageRule) -> Pages:
-    """Upstream HybridAttentionMambaModelConfig.verify_and_update_config (vLLM 0.17), and
-    vllm-ascend v0.14.0rc1-v0.15.x with alignment 128: one K+V block covers the whole state,
-    the state is padded to it."""
+    """Upstream HybridAttentionMambaModelConfig.verify_and_update_config (vLLM 0.17) and
+    Platform._align_hybrid_block_size (later), with alignment 128 for vllm-ascend
+    v0.14.0rc1-v0.15.x and >= v0.30.0rc1: one K+V block covers the whole state, the state is
+    padded to it."""
     state = conv + ssm
     alignment = rule.mla_alignment if cfg.mla is not None else rule.alignment
     block = max(DEFAULT_BLOCK_SIZE, alignment * cdiv(state, alignment * per_token))
@@ -122,7 +130,7 @@ def _whole_pages(cfg: ModelConfig, per_token: int, conv: int, ssm: int,
 
 def _k_only_pages(cfg: ModelConfig, layout: Layout, kv_bytes: int, per_token: int,
                   conv: int, ssm: int, rule: PageRule) -> Pages:
-    """vllm-ascend >= v0.16.0rc1, patch_mamba_config.verify_and_update_config: the larger
+    """vllm-ascend v0.16.0rc1-v0.29.x, patch_mamba_config.verify_and_update_config: the larger
     of the two state tensors is the "SSM page", the smaller the "conv page"; the attention
     block is the smallest multiple of 128 tokens whose K-only page covers the SSM page (and
     must equal it); the attention page (K+V) plus the conv page is the padded state page,

@@ -1,4 +1,3 @@
-"""The vllm-ascend release matrix: which vLLM, CANN, torch_npu, HDK and Python go together
-(matrix.py, data/release_sets.yaml), and what an inventory's pinned release means for the
-planner, the renderer and the preflight (scope.py). Data and pure functions only: the
-engine, the planner and the checks read it."""
+"""vllm-ascend releases: the release-set matrix with a source per cell (sets.py,
+data/release_sets.yaml) and what each release validates (scope.py). Plain data and its
+readers, below everything that plans, renders or runs an engine."""

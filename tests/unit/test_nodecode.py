@@ -152,3 +152,35 @@ def test_a_long_import_chain_is_followed_in_linear_time(tmp_path):
     shipped = code.closure(["ascendctl_runtime.m0"])
     assert time.perf_counter() - started < 10.0
     assert len(shipped) == count + 1
+
+
+def test_hosts_asking_at_once_all_find_their_entry(monkeypatch):
+    """Status and deploy look node code up from one thread per host, on one shared finder:
+    a host that asks while another is still looking must not be told "not node code"
+    (CI saw exactly that for rank 1). The file checks are slowed so the threads overlap."""
+    import threading
+
+    real_is_file = Path.is_file
+
+    def slow_is_file(self):
+        time.sleep(0.01)
+        return real_is_file(self)
+
+    monkeypatch.setattr(Path, "is_file", slow_is_file)
+    shared = NodeCode(CODE.search_path)
+    start = threading.Barrier(6)
+    failures: list[Exception] = []
+
+    def ask():
+        start.wait()
+        try:
+            shared.closure(["ascendctl_runtime.status_node"])
+        except ShippingError as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=ask) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []

@@ -1,7 +1,7 @@
 """The option-drift corpus (issue 21, acceptance 3).
 
 - Every removal, rename, split or deprecation of an option in the vllm-ascend release
-  notes v0.18.0rc1 → v0.30.0rc2 (ascendctl/engine/data/option_removals.yaml; every note
+  notes v0.18.0rc1 → v0.30.0rc2 (ascendctl/drift/data/option_removals.yaml; every note
   line scripts/extract_option_schema.py scanned, tests/fixtures/option_drift/
   release_note_lines.json, is classified there) is refused or warned for the release
   that announced it, and the message names the option, that release and the
@@ -26,7 +26,7 @@ from ascendctl.drift.guard import Argv, check_options
 from ascendctl.drift.schema import load_schema
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "option_drift"
-REMOVALS = Path(__file__).parents[2] / "ascendctl" / "engine" / "data" / "option_removals.yaml"
+REMOVALS = Path(__file__).parents[2] / "ascendctl" / "drift" / "data" / "option_removals.yaml"
 TABLE = yaml.safe_load(REMOVALS.read_text())
 NOTE_LINES = json.loads((FIXTURES / "release_note_lines.json").read_text())["lines"]
 TUTORIALS = json.loads((FIXTURES / "tutorials.json").read_text())["releases"]

@@ -68,7 +68,8 @@ def test_pure_attention_model_is_one_group_of_128_token_blocks():
     assert alloc.bytes_per_request == 32768 * per_token * cfg.num_layers
 
 
-# Reference deployment (W8A8, DP2 x TP8 + EP16, MTP 3, vllm-ascend 0.17.0rc1, 910B3 at 0.9):
+# Reference deployment (W8A8, DP2 x TP8 + EP16, MTP 3, 910B3 at 0.9), pinned to vllm-ascend
+# 0.23.0.post1, whose rule is v0.17.0rc1's for this model (K page; vLLM's grouping at 1.5):
 # page 1,067,008 B (above); 16 layers per group (16 attention = 15 + the MTP layer, 45
 # DeltaNet = 3 groups of 15) -> a block costs 16 x 1,067,008 = 17,072,128 B.
 # Blocks per sequence: 32768 tokens -> cdiv(32768, 1024) = 32 attention + 3 groups x

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from ascendctl.releases.sets import load_matrix
 from ascendctl.plan import plan_inventory
 from ascendctl.plan.hbm import CHIP_TOTALS, GIB, usable_total
 from ascendctl.plan.kvcache import pages
@@ -81,17 +82,26 @@ def test_plain_vllm_keeps_upstreams_rule(tmp_path):
     assert (stage["kv_block_size"], stage["kv_page_bytes"]) == (272, 272 * 1024)
 
 
-@pytest.mark.parametrize("release, rule_name, block, checked", [
-    ("0.17.0rc1", "vllm-ascend-k-page", 512, True),
-    ("0.18.0", "vllm-ascend-k-page", 512, True),
-    ("0.23.0", "vllm-ascend-k-page-mla", 512, True),
-    ("0.23.0.post1", "vllm-ascend-k-page-mla", 512, False),
-    ("0.30.0rc1", "vllm-ascend-k-page-mla", 512, False),
+# Qwen3.5-35B at TP8 + MTP 3. Up to v0.29.x the block follows the K page (#7393's 512);
+# v0.30.0rc1 leaves it to vLLM's hook: 128 x cdiv(12,288 + 262,144, 128 x 1,024) = 384
+# (tests/unit/test_plan_vllm_ascend_releases.py transcribes both).
+@pytest.mark.parametrize("release, rule_name, block", [
+    ("0.17.0rc1", "vllm-ascend-k-page", 512),
+    ("0.18.0", "vllm-ascend-k-page", 512),
+    ("0.23.0", "vllm-ascend-k-page-mla", 512),
+    ("0.23.0.post1", "vllm-ascend-k-page-mla", 512),
+    ("0.26.0rc1", "vllm-ascend-k-page-mla", 512),
+    ("0.27.1rc1", "vllm-ascend-k-page-mla", 512),
+    ("0.28.0rc1", "vllm-ascend-k-page-kpool", 512),
+    ("0.29.0rc1", "vllm-ascend-k-page-kpool", 512),
+    ("0.30.0rc1", "vllm-ascend-vllm-aligned", 384),
+    ("0.30.0rc2", "vllm-ascend-vllm-aligned", 384),
 ])
-def test_each_release_gets_its_rule(tmp_path, release, rule_name, block, checked):
+def test_each_release_gets_its_rule(tmp_path, release, rule_name, block):
     plan, stage = first_stage(tmp_path, qwen35_35b(8, versions={"vllm_ascend": release}))
     choice = plan.workload.page_rule
-    assert (choice.rule.name, choice.release, choice.checked) == (rule_name, release, checked)
+    assert (choice.rule.name, choice.release, choice.checked, choice.note) == \
+        (rule_name, release, True, "")
     assert stage["kv_block_size"] == block
 
 
@@ -106,11 +116,20 @@ def test_releases_before_the_k_page_rule_padded_the_whole_state():
 
 
 def test_a_future_release_says_it_uses_the_newest_rule():
-    choice = rule_for("0.30.0rc1")
-    assert choice.rule is ASCEND_RULES[-1]
-    assert "newer than every release checked (newest: v0.25.1rc1)" in choice.note
-    assert "not read" in rule_for("0.23.0.post1").note
+    choice = rule_for("0.31.0rc1")
+    assert choice.rule is ASCEND_RULES[-1] and not choice.checked
+    assert "newer than every release checked (newest: v0.30.0rc2)" in choice.note
+    between = rule_for("0.28.1")
+    assert between.rule.name == "vllm-ascend-k-page-kpool" and "not read" in between.note
     assert "older than every release checked" in rule_for("0.13.0").note
+
+
+def test_every_release_in_the_matrix_was_read():
+    """Each vllm-ascend release of releases/data/release_sets.yaml has its rule from its own
+    code, with no note."""
+    for row in load_matrix().releases:
+        choice = rule_for(row.vllm_ascend)
+        assert choice.checked and not choice.note, row.vllm_ascend
 
 
 def test_torch_npu_without_vllm_ascend_is_an_npu_stack():
