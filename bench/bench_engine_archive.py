@@ -41,7 +41,7 @@ REFERENCE = "localhost/ascendctl-bench/base:1"
 def small_archive(work: Path) -> Path:
     """A docker-archive of the lab's base root filesystem (a real, loadable image)."""
     from ascendctl.engine.archive import image_config, write_docker_archive, write_layer_tar
-    from ascendctl.lab.image import ensure_image
+    from ascendctl_lab.image import ensure_image
 
     archive = work / "base-image.tar"
     if archive.exists():
@@ -114,12 +114,12 @@ def main() -> int:
     parser.add_argument("--work", type=Path, default=Path("/var/tmp/ascendctl-bench-engine"))
     args = parser.parse_args()
 
-    from ascendctl.lab import Lab
+    from ascendctl_lab import Lab
 
     args.work.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("ASCENDCTL_HASH_CACHE", str(args.work / "hash-cache.json"))
     if args.full:
-        from ascendctl.lab.engine_image import build_engine_image
+        from ascendctl_lab.engine_image import build_engine_image
 
         built = build_engine_image(progress=print)
         archive, reference = built.archive, built.image

@@ -196,7 +196,7 @@ def main() -> int:
         return 2
 
     from ascendctl import __version__
-    from ascendctl.lab import Lab
+    from ascendctl_lab import Lab
 
     ours_book, theirs_book = write_playbooks()
     playbook_bin, ansible_version = ensure_ansible()

@@ -208,7 +208,7 @@ def write_inventory_with_pings(lab, path: Path, host_vars: dict[str, dict]) -> N
 
 def bench_size(size: int, args, playbook_bin: Path) -> dict:
     from ascendctl.load import load_inventory
-    from ascendctl.lab import Lab
+    from ascendctl_lab import Lab
 
     lab = Lab(f"{args.lab_prefix}{size}")
     say(f"[{size} nodes] bringing up lab {lab.name!r} ...")

@@ -156,7 +156,7 @@ def main() -> int:
         print("run as root: the bench brings up its own lab (systemd-nspawn)", file=sys.stderr)
         return 2
     from ascendctl import __version__
-    from ascendctl.lab import Lab
+    from ascendctl_lab import Lab
 
     lab = Lab(args.lab_name)
     say(f"lab {args.lab_name}: up")

@@ -126,7 +126,7 @@ def main() -> int:
     parser.add_argument("--keep-lab", action="store_true")
     args = parser.parse_args()
 
-    from ascendctl.lab import Lab
+    from ascendctl_lab import Lab
 
     model = args.work / "model"
     make_model(model, args.size_mib, args.files)

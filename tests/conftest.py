@@ -26,7 +26,7 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 
 def require_lab() -> None:
     """Skip (or fail under ASCENDCTL_REQUIRE_LAB=1) when this machine cannot run the lab."""
-    from ascendctl.lab.hostcmd import host_can_run_lab
+    from ascendctl_lab.hostcmd import host_can_run_lab
 
     ok, reason = host_can_run_lab()
     if ok:
@@ -49,7 +49,7 @@ def lab_factory():
 
     def make(nodes: int = 2, npus_per_node: int = 8, chip: str = "910B3"):
         require_lab()
-        from ascendctl.lab import Lab
+        from ascendctl_lab import Lab
 
         lab = Lab(unique_lab_name())
         created.append(lab)

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET
-from pathlib import Path
 from typing import Any
 
 from ascendctl.benchmark.run import BenchReport
 from ascendctl.benchmark.slo import FAIL
-from ascendctl.fileio import write_atomic
+from ascendctl.junit import FAILURE, PASSED, Case, JUnitReport, Suite
 
 
 def _fmt(value: Any, digits: int = 2) -> str:
@@ -52,29 +50,16 @@ def bench_table(report: BenchReport):
     return table
 
 
-def junit_xml(report: BenchReport) -> bytes:
+def junit_report(report: BenchReport) -> JUnitReport:
+    """One testcase per SLO and one for the requests (failed requests fail it)."""
     v = report.verdict
-    cases = [(c.id, c.message, c.status == FAIL) for c in v.checks]
-    cases.append(("requests", f"{report.figures.completed} completed, "
-                  f"{report.figures.failed} failed", bool(v.problems)))
-    suites = ET.Element("testsuites", name="ascendctl bench", time=f"{report.seconds:.3f}")
-    suite = ET.SubElement(suites, "testsuite", name=f"bench {report.cluster}",
-                          hostname=report.node, tests=str(len(cases)),
-                          failures=str(sum(1 for *_x, failed in cases if failed)),
-                          errors="0", skipped="0", time=f"{report.seconds:.3f}")
-    for name, message, failed in cases:
-        case = ET.SubElement(suite, "testcase", classname=f"bench.{report.cluster}",
-                             name=name, time="0.000")
-        if failed:
-            failure = ET.SubElement(case, "failure", message=message, type="slo")
-            failure.text = "; ".join(v.problems) if name == "requests" else message
-        else:
-            ET.SubElement(case, "system-out").text = message
-    for key in ("tests", "failures", "errors", "skipped"):
-        suites.set(key, suite.attrib[key])
-    ET.indent(suites)
-    return ET.tostring(suites, encoding="utf-8", xml_declaration=True)
-
-
-def write_junit(report: BenchReport, path: Path) -> None:
-    write_atomic(path, junit_xml(report), 0o644)
+    classname = f"bench.{report.cluster}"
+    cases = [Case(classname, c.id, FAILURE, c.message, "slo", c.message)
+             if c.status == FAIL else Case(classname, c.id, PASSED, text=c.message)
+             for c in v.checks]
+    requests = f"{report.figures.completed} completed, {report.figures.failed} failed"
+    cases.append(Case(classname, "requests", FAILURE, requests, "slo", "; ".join(v.problems))
+                 if v.problems else Case(classname, "requests", PASSED, text=requests))
+    suite = Suite(f"bench {report.cluster}", cases, seconds=report.seconds,
+                  hostname=report.node)
+    return JUnitReport("ascendctl bench", report.seconds, [suite])

@@ -40,10 +40,6 @@ class Verdict:
     def passed(self) -> bool:
         return self.status == PASS
 
-    @property
-    def slo_set(self) -> bool:
-        return bool(self.checks)
-
     def summary(self) -> str:
         missed = [c.message for c in self.checks if c.status == FAIL] + self.problems
         if missed:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ascendctl.facts.versions import Version, parse_version
+from ascendctl.releases.sets import SCHEMA, load_matrix as release_sets
 
 
 @dataclass(frozen=True)
@@ -61,8 +62,6 @@ def _public(text: str) -> Version:
 
 @lru_cache(maxsize=1)
 def load_matrix() -> CompatMatrix:
-    from ascendctl.releases.sets import SCHEMA, load_matrix as release_sets
-
     sets = release_sets()
     return CompatMatrix(
         f"release-sets-{SCHEMA} ({len(sets.releases)} sets, newest {sets.newest.tag})",

@@ -9,28 +9,35 @@ from __future__ import annotations
 
 import importlib
 import sys
+from typing import Any
 
 import typer
+from typer.core import TyperGroup
 
 from ascendctl.errors import AscendctlError
 from ascendctl.exitcodes import EXIT_CODES_HELP, Exit
 
 COMMAND_MODULES: tuple[str, ...] = (
-    "lab",
-    "inventory",
-    "plan",
-    "play",
-    "render",
-    "weights",
-    "preflight",
-    "deploy",
-    "engine",
-    "status",
-    "events",
-    "bench",
-    "doctor",
-    "demo",
+    "inventory", "preflight", "plan", "deploy", "status", "events", "bench", "doctor",
+    "render", "play", "weights", "engine", "lab", "demo",
 )
+
+# `ascendctl --help` lists the commands in the order of the job, then the tools.
+JOB_ORDER: tuple[str, ...] = (
+    "inventory", "preflight", "plan", "deploy", "status", "rollback", "history", "events",
+    "bench", "doctor",
+)
+TOOL_ORDER: tuple[str, ...] = ("facts", "render", "play", "weights", "engine", "lab", "demo")
+
+
+class JobOrderGroup(TyperGroup):
+    """The root command: its commands and groups in JOB_ORDER then TOOL_ORDER (Typer
+    would list the plain commands first, then the groups, each in registration order)."""
+
+    def list_commands(self, ctx: Any) -> list[str]:   # Typer's own (vendored) click.Context
+        rank = {name: index for index, name in enumerate(JOB_ORDER + TOOL_ORDER)}
+        return sorted(super().list_commands(ctx), key=lambda name: rank.get(name, len(rank)))
+
 
 ENVIRONMENT_HELP = (
     "Environment (for CI on a jump host; secrets only ever from the environment or files): "
@@ -46,6 +53,7 @@ ENVIRONMENT_HELP = (
 
 app = typer.Typer(
     name="ascendctl",
+    cls=JobOrderGroup,
     help=(
         "Bring a multi-node Ascend 910B cluster from bare metal to a healthy vLLM-Ascend "
         "endpoint, and keep it healthy. Start with `ascendctl lab up` to get a simulated "

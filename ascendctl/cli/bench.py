@@ -66,7 +66,7 @@ def bench(
 
     With several serving groups (replicas), each group's head is benchmarked (or gated) in turn and judged on its own; the exit code is the worst of them, and --junit writes one file per group (the second as FILE-stem.NODE.xml, ...). --group picks one.
     """
-    from ascendctl.benchmark.report import bench_table, write_junit
+    from ascendctl.benchmark.report import bench_table, junit_report
     from ascendctl.benchmark.run import run_bench
     from ascendctl.benchmark.settings import BenchSettings, validate
     from ascendctl.console import get_console
@@ -94,7 +94,7 @@ def bench(
         style = "green" if report.verdict.passed else "red"
         out.print(f"[{style}]{report.verdict.summary()}[/{style}]")
 
-    report_groups(views, reports, junit, write_junit, as_json, show)
+    report_groups(views, reports, junit, junit_report, as_json, show)
 
 
 def quality_gate(inv: "Inventory", views: list["Inventory"], junit: Optional[Path],
@@ -105,7 +105,7 @@ def quality_gate(inv: "Inventory", views: list["Inventory"], junit: Optional[Pat
 
     from ascendctl.console import get_console
     from ascendctl.quality.gate import run_quality_gate
-    from ascendctl.quality.report import failure_lines, quality_table, write_junit
+    from ascendctl.quality.report import failure_lines, junit_report, quality_table
     from ascendctl.transport import SshPool
 
     err = get_console(stderr=True)
@@ -122,17 +122,17 @@ def quality_gate(inv: "Inventory", views: list["Inventory"], junit: Optional[Pat
         verdict = ("PASS:", "green") if report.passed else ("FAIL:", "red")
         out.print(Text.assemble(verdict, " ", report.summary()))
 
-    report_groups(views, reports, junit, write_junit, as_json, show)
+    report_groups(views, reports, junit, junit_report, as_json, show)
 
 
 def report_groups(views: list["Inventory"], reports: list, junit: Optional[Path],
-                  write_junit, as_json: bool, show) -> None:
+                  junit_report, as_json: bool, show) -> None:
     """Write each group's report (JUnit, JSON or `show` under a group heading), then exit
     with the worst group's code."""
     from ascendctl.console import get_console, print_json
 
     if junit is not None:
-        write_junit_files(write_junit, reports, junit)
+        write_junit_files(junit_report, reports, junit)
     if as_json:
         print_json(reports[0].as_dict() if len(reports) == 1 else
                    {"groups": {v.serving_groups[0].name: r.as_dict()
@@ -147,12 +147,14 @@ def report_groups(views: list["Inventory"], reports: list, junit: Optional[Path]
     raise typer.Exit(max(int(r.exit_code) for r in reports))
 
 
-def write_junit_files(write, reports: list, path: Path) -> None:
+def write_junit_files(junit_report, reports: list, path: Path) -> None:
     """PATH for the first report; one more file per further group's report
     (PATH-stem.NODE.xml)."""
+    from ascendctl.junit import write_junit
+
     for index, report in enumerate(reports):
-        write(report, path if index == 0 else
-              path.with_name(f"{path.stem}.{report.node}{path.suffix}"))
+        write_junit(junit_report(report), path if index == 0 else
+                    path.with_name(f"{path.stem}.{report.node}{path.suffix}"))
 
 
 def register(root: typer.Typer) -> None:

@@ -6,6 +6,7 @@ import typer
 
 from ascendctl.cli.options import lab_name_option
 from ascendctl.exitcodes import EXIT_CODES_HELP
+from ascendctl.extras import require_extra
 
 
 def demo(
@@ -19,6 +20,7 @@ def demo(
 
     Needs root. The first run builds the node image (a few minutes); later runs reuse it.
     """
+    require_extra("lab", "ascendctl demo")
     import json
     import urllib.request
 
@@ -27,7 +29,7 @@ def demo(
     from ascendctl.cli.deploy import run_deploy_playbook
     from ascendctl.console import get_console
     from ascendctl.load import load_inventory
-    from ascendctl.lab import Lab
+    from ascendctl_lab import Lab
     from ascendctl.status import collect
     from ascendctl.status.view import status_table
     from ascendctl.transport import SshPool

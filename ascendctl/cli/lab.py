@@ -7,9 +7,11 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
+from typer.core import TyperCommand
 
 from ascendctl.cli.options import json_option, lab_name_option
 from ascendctl.exitcodes import EXIT_CODES_HELP
+from ascendctl.extras import require_extra
 
 app = typer.Typer(
     help="A simulated Ascend cluster: systemd-nspawn nodes with real systemd, sshd and "
@@ -21,10 +23,21 @@ def _progress(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def _fault_help() -> str:
-    from ascendctl.lab.faults import describe
+class FaultCommand(TyperCommand):
+    """`lab fault`, whose help lists the fault kinds of the lab: read from ascendctl_lab
+    (standard library only, no extra needed) when the help is shown, so no other command
+    imports the lab."""
 
-    return "Inject a fault into NODE. KIND is one of:\n\n" + describe().replace("\n", "\n\n")
+    @property
+    def help(self) -> str:
+        from ascendctl_lab.faults import describe
+
+        return ("Inject a fault into NODE. KIND is one of:\n\n"
+                + describe().replace("\n", "\n\n"))
+
+    @help.setter
+    def help(self, _text: object) -> None:
+        pass
 
 
 @app.command("up")
@@ -48,7 +61,8 @@ def up(nodes: int = typer.Option(2, "--nodes", help="Number of nodes."),
        as_json: bool = json_option()) -> None:
     """Build (or reuse) the node image, boot the nodes, write the lab inventory."""
     from ascendctl.console import print_json
-    from ascendctl.lab import Lab
+    require_extra("lab", "ascendctl lab up")
+    from ascendctl_lab import Lab
 
     lab = Lab(name).up(nodes=nodes, npus_per_node=npus_per_node, chip=chip,
                        progress=_progress, with_vllm=not no_vllm, engine=engine,
@@ -62,7 +76,8 @@ def up(nodes: int = typer.Option(2, "--nodes", help="Number of nodes."),
 @app.command("down")
 def down(name: str = lab_name_option()) -> None:
     """Stop the nodes and remove everything `lab up` created."""
-    from ascendctl.lab import Lab
+    require_extra("lab", "ascendctl lab down")
+    from ascendctl_lab import Lab
 
     Lab(name).down(progress=_progress)
 
@@ -71,7 +86,8 @@ def down(name: str = lab_name_option()) -> None:
 def status(name: str = lab_name_option(), as_json: bool = json_option()) -> None:
     """Show the lab's nodes, addresses and system state."""
     from ascendctl.console import print_json
-    from ascendctl.lab import Lab
+    require_extra("lab", "ascendctl lab status")
+    from ascendctl_lab import Lab
 
     data = Lab(name).status()
     if as_json:
@@ -94,7 +110,8 @@ def exec_(node: str = typer.Argument(..., help="Node name (node0, node1, ...).")
           command: List[str] = typer.Argument(..., help="Command and arguments (after --)."),
           name: str = lab_name_option()) -> None:
     """Run a command inside NODE (via nsenter, works even with sshd down)."""
-    from ascendctl.lab import Lab
+    require_extra("lab", "ascendctl lab exec")
+    from ascendctl_lab import Lab
 
     proc = Lab(name).exec(node, list(command), check=False, timeout=None)
     sys.stdout.write(proc.stdout)
@@ -102,12 +119,13 @@ def exec_(node: str = typer.Argument(..., help="Node name (node0, node1, ...).")
     raise typer.Exit(proc.returncode)
 
 
-@app.command("fault")
+@app.command("fault", cls=FaultCommand, short_help="Inject a fault into NODE.")
 def fault(node: str = typer.Argument(..., help="Node name."),
           kind: str = typer.Argument(..., help="Fault kind (see the list above)."),
           value: Optional[str] = typer.Argument(None, help="Optional value (port, size, ...)."),
           name: str = lab_name_option()) -> None:
-    from ascendctl.lab import Lab
+    require_extra("lab", "ascendctl lab fault")
+    from ascendctl_lab import Lab
 
     typer.echo(Lab(name).fault(node, kind, value))
 
@@ -116,7 +134,8 @@ def fault(node: str = typer.Argument(..., help="Node name."),
 def heal(node: Optional[str] = typer.Argument(None, help="Node name; all nodes if omitted."),
          name: str = lab_name_option()) -> None:
     """Undo every injected fault (on NODE or on all nodes)."""
-    from ascendctl.lab import Lab
+    require_extra("lab", "ascendctl lab heal")
+    from ascendctl_lab import Lab
 
     healed = Lab(name).heal(node)
     typer.echo("healed: " + ", ".join(healed))
@@ -128,10 +147,9 @@ def model(out: Path = typer.Option(..., "--out", help="Directory to write the mo
           as_json: bool = json_option()) -> None:
     """Build a tiny Qwen3 checkpoint and tokenizer locally (no downloads)."""
     from ascendctl.console import print_json
-    from ascendctl.extras import require_extra
 
     require_extra("lab", "ascendctl lab model")
-    from ascendctl.lab.model import build_model
+    from ascendctl_lab.model import build_model
 
     info = build_model(out, moe=moe)
     if as_json:
@@ -147,8 +165,9 @@ def image(rebuild: bool = typer.Option(False, "--rebuild", help="Rebuild every l
           as_json: bool = json_option()) -> None:
     """Build the node image (cached by recipe) and show the cached layers."""
     from ascendctl.console import print_json
-    from ascendctl.lab.hostcmd import check_host
-    from ascendctl.lab.image import ensure_image, list_images
+    require_extra("lab", "ascendctl lab image")
+    from ascendctl_lab.hostcmd import check_host
+    from ascendctl_lab.image import ensure_image, list_images
 
     check_host()
     ensure_image(_progress, rebuild=rebuild, with_vllm=not no_vllm)
@@ -170,8 +189,9 @@ def engine_image(tag: str = typer.Option("v1", "--tag",
     """Build (once, cached) an image archive of the lab's vLLM CPU engine, with a
     simulated CANN toolkit, and print its reference and archive path."""
     from ascendctl.console import print_json
-    from ascendctl.lab.engine_image import build_engine_image
-    from ascendctl.lab.hostcmd import check_host
+    require_extra("lab", "ascendctl lab engine-image")
+    from ascendctl_lab.engine_image import build_engine_image
+    from ascendctl_lab.hostcmd import check_host
 
     check_host()
     built = build_engine_image(tag, progress=_progress)
@@ -182,8 +202,4 @@ def engine_image(tag: str = typer.Option("v1", "--tag",
 
 
 def register(root: typer.Typer) -> None:
-    # The kinds list lives in a stdlib-only module, so building the help here is cheap.
-    for command in app.registered_commands:
-        if command.name == "fault":
-            command.help = _fault_help()
     root.add_typer(app, name="lab")

@@ -23,12 +23,12 @@ def plan(inventory: Path = inventory_option(),
     layout cannot fit (the numbers are printed first). Nothing is contacted.
     """
     from ascendctl.console import get_console, print_json
-    from ascendctl.releases.scope import pinned_release, tutorial_for
     from ascendctl.load import load_inventory
     from ascendctl.plan import plan_inventory, refusal_message
     from ascendctl.plan.flags import engine_flags, launch_flags
     from ascendctl.plan.planner import PlanRefused
     from ascendctl.plan.report import print_plan
+    from ascendctl.releases.scope import pinned_release, tutorial_for
 
     from ascendctl.drift import option_warnings
 

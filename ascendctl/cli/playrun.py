@@ -61,11 +61,12 @@ def run_playbook_command(book_path: Path, inv: Any, command: PlayCommand,
     run_state: a RunState the caller prepared (and reads afterwards), or None.
     Returns the RunReport; the caller decides the exit code and what else to print.
     """
-    from ascendctl.playbook.reporting import write_junit
+    from ascendctl.junit import write_junit
+    from ascendctl.playbook.reporting import junit_report
 
     report = _runner(book_path, inv, command, run_state).run()
     if command.junit is not None:
-        write_junit(report, command.junit)
+        write_junit(junit_report(report), command.junit)
     return report
 
 

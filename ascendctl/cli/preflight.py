@@ -107,9 +107,10 @@ def preflight(
     _progress(f"preflight: gathering facts from {len(inv.select(limit))} host(s)…", as_json)
     report, run = run_preflight(inv, request)
     if junit is not None:
-        from ascendctl.preflight.junit import write_junit
+        from ascendctl.junit import write_junit
+        from ascendctl.preflight.junit import junit_report
 
-        write_junit(report, junit)
+        write_junit(junit_report(report), junit)
     if as_json:
         print_json(report)
     else:

@@ -2,23 +2,21 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ascendctl_runtime.layout import ALL_UNITS
 
+from ascendctl.benchmark.run import headline_from_record, stored_results
+from ascendctl.deploy.nodeops import NodeOps
 from ascendctl.deploy.nodestate import NodeState
+from ascendctl.errors import AscendctlError
 from ascendctl.inventory import Inventory
-
-if TYPE_CHECKING:
-    from ascendctl.transport import SshPool
+from ascendctl.quality.gate import latest_gate_results
+from ascendctl.transport import SshPool
 
 
 def collect_history(inv: Inventory) -> dict[str, Any]:
     """Every node's releases and `current` (one call per node), the head's history."""
-    from ascendctl.benchmark.run import headline_from_record
-    from ascendctl.deploy.nodeops import NodeOps
-    from ascendctl.transport import SshPool
-
     with SshPool(inv.hosts) as pool:
         results = pool.map(lambda conn: NodeOps.for_host(inv, inv.host(conn.name), conn)
                            .state(ALL_UNITS))
@@ -73,9 +71,6 @@ def collect_history(inv: Inventory) -> dict[str, Any]:
 
 def _bench_records(inv: Inventory, pool: "SshPool") -> dict[str, list[dict[str, Any]]]:
     """`ascendctl bench` results kept on the head, by release (see ascendctl/benchmark)."""
-    from ascendctl.benchmark.run import stored_results
-    from ascendctl.errors import AscendctlError
-
     try:
         return stored_results(inv, pool.conn(inv.head.name))
     except AscendctlError:
@@ -86,9 +81,6 @@ def _gate_records(inv: Inventory, pool: Any) -> dict[str, dict[str, Any]]:
     """The latest quality gate result of each release, kept on each group's head
     (ascendctl/quality): a failure on any head wins over passes elsewhere, else the
     newest."""
-    from ascendctl.errors import AscendctlError
-    from ascendctl.quality.gate import latest_gate_results
-
     merged: dict[str, dict[str, Any]] = {}
     for head in inv.heads:
         try:

@@ -25,8 +25,11 @@ from ascendctl.deploy.nodeops import ForceUnlock, NodeOps
 from ascendctl.deploy.nodestate import LockHolder, NodeState, UnitState
 from ascendctl.deploy.release import ENGINE_UNITS, SIDE_UNITS, ReleasePlan, plan_release, weights_digest
 from ascendctl.engine.kinds import identity_from_record, kind_of
+from ascendctl.engine.present import plan_engine
 from ascendctl.errors import AscendctlError
 from ascendctl.playbook.modules import ModuleContext, ModuleError
+from ascendctl.render.secrets import resolve_secrets
+from ascendctl.weights.plan import plan_for_inventory
 
 if TYPE_CHECKING:
     from ascendctl.engine.identity import EngineIdentity
@@ -194,16 +197,12 @@ class DeployRun:
     def secrets(self) -> dict[str, str]:
         with self._lock:
             if self._secrets is None:
-                from ascendctl.render.secrets import resolve_secrets
-
                 self._secrets = resolve_secrets(self.inv)
             return self._secrets
 
     def weights_plan(self) -> Optional["WeightsPlan"]:
         with self._lock:
             if not self._weights_planned and self.inv.model.source is not None:
-                from ascendctl.weights.plan import plan_for_inventory
-
                 self._weights_plan = plan_for_inventory(self.inv)
             self._weights_planned = True
             return self._weights_plan
@@ -215,8 +214,6 @@ class DeployRun:
         without an archive asks the nodes (`release_facts` passes its pool)."""
         with self._lock:
             if self._engine_plan is None:
-                from ascendctl.engine.present import plan_engine
-
                 if kind_of(self.inv.engine).identity_needs_nodes(self.inv.engine) \
                         and pool is None:
                     raise AscendctlError("internal: the engine's image ID must be read from "

@@ -15,6 +15,7 @@ from ascendctl.drift.schema import load_schema
 from ascendctl.errors import InputError
 from ascendctl.inventory.hosts import Host, Inventory
 from ascendctl.inventory.yamlsrc import YamlPath, dotted
+from ascendctl.render.engine import engine_argv, engine_environment
 
 SERVING: YamlPath = ("all", "vars", "serving")
 PIN: YamlPath = ("all", "vars", "versions", "vllm_ascend")
@@ -70,8 +71,6 @@ def _compute(inv: Inventory, pinned: str) -> list[Finding]:
 
 
 def _argvs(inv: Inventory) -> list[Argv]:
-    from ascendctl.render.engine import engine_argv
-
     extra = len(inv.serving.extra_args)
     out = []
     for host in _representatives(inv):
@@ -98,8 +97,6 @@ def _representatives(inv: Inventory) -> list[Host]:
 
 
 def _environment(inv: Inventory) -> list[tuple[str, YamlPath, str | None]]:
-    from ascendctl.render.engine import engine_environment
-
     written: dict[str, YamlPath] = {name: SERVING + ("env", name) for name in inv.serving.env}
     for host in inv.hosts:
         for name in host.env:

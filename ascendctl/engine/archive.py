@@ -23,12 +23,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ascendctl.fileio import write_atomic
 
 WHITEOUT_PREFIX = ".wh."
 OPAQUE_MARKER = ".wh..wh..opq"
 OPAQUE_XATTRS = ("trusted.overlay.opaque", "user.overlay.opaque")
-COPY_CHUNK = 8 << 20
 
 
 @dataclass(frozen=True)
@@ -160,7 +158,3 @@ def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     info = tarfile.TarInfo(name)
     info.size, info.mode = len(data), 0o644
     tar.addfile(info, io.BytesIO(data))
-
-
-def write_json_file(path: Path, data: dict) -> None:
-    write_atomic(path, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode(), 0o644)

@@ -28,6 +28,7 @@ from ascendctl.inventory.inputfile import parse_json, read_input_bytes, shown
 from ascendctl.inventory.inputtar import (
     member_name, members, open_tar, read_member, tar_errors,
 )
+from ascendctl.weights.cache import default_cache_path
 
 CACHE_NAME = "engine-archive-files.json"
 PREFIX = "usr/local/Ascend/"
@@ -40,8 +41,6 @@ MAX_CACHE_BYTES = 16 << 20
 
 
 def cache_path() -> Path:
-    from ascendctl.weights.cache import default_cache_path
-
     return default_cache_path().with_name(CACHE_NAME)
 
 

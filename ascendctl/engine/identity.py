@@ -23,6 +23,7 @@ from typing import Any
 from ascendctl.engine.image_archive import ArchiveImage, read_archive  # noqa: F401
 from ascendctl.errors import AscendctlError, InputError
 from ascendctl.inventory.inputfile import open_input_file, shown
+from ascendctl.weights.manifest import build_manifest
 
 HEX = frozenset("0123456789abcdef")
 MAX_WHEELS = 4096                   # a vllm-ascend wheelhouse has about 200
@@ -74,8 +75,6 @@ def read_wheelhouse(path: str | os.PathLike[str], *, cache: Any = None) -> Wheel
     are hashed as bytes and never opened as zips: what is in them is pip's to judge on
     the node. Each must be a regular file inside the directory (a symlink may point to
     another file in it), and there may be at most MAX_WHEELS."""
-    from ascendctl.weights.manifest import build_manifest
-
     root = Path(os.path.expanduser(str(path)))
     try:
         mode = os.stat(root).st_mode

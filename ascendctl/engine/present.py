@@ -20,6 +20,8 @@ from collections.abc import Mapping
 from ascendctl.engine.identity import EngineError, EngineIdentity
 from ascendctl.engine.kinds import kind_named, kind_of
 from ascendctl.engine.kinds.base import EnginePlan, NodeEngine
+from ascendctl.weights.files_push import files_plan
+from ascendctl.weights.push import push
 
 __all__ = ["EnginePlan", "NodeEngine", "engine_status", "ensure_engine", "kept_engines",
            "plan_engine"]
@@ -48,8 +50,6 @@ def ensure_engine(inv, pool, plan: EnginePlan, *, show_progress: bool = True,
     need = [h for h in hosts if status[h.name].changed]
     if not need:
         return status
-    from ascendctl.weights.files_push import files_plan
-    from ascendctl.weights.push import push
 
     summary = push(inv, files_plan(inv, plan.objects, need), show_progress=show_progress,
                    pool=pool)

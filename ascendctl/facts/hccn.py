@@ -219,18 +219,6 @@ def parse_lldp_ifname(text: str) -> str | None:
     return m.group(1) if m else None
 
 
-def parse_lldp_max_frame(text: str) -> int | None:
-    """The switch port's `Maximum Frame Size TLV` (value on the next line)."""
-    m = _first(r"Maximum Frame Size TLV\s*\n\s*(\d+)", text)
-    return int(m.group(1)) if m else None
-
-
-def parse_speed(text: str) -> int | None:
-    """`Speed: 100000 Mb/s` -> 100000; `Speed: Unknown!` -> None."""
-    m = _first(r"Speed:\s*(\d+)\s*Mb/s", text)
-    return int(m.group(1)) if m else None
-
-
 # --- /etc/hccn.conf ---------------------------------------------------------------------
 
 @dataclass(frozen=True)

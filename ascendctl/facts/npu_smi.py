@@ -97,12 +97,6 @@ class NpuSmiInfo:
     def driver(self) -> Version | None:
         return try_parse_version(self.driver_version) if self.driver_version else None
 
-    def chips_of(self, npu_id: int) -> tuple[NpuChip, ...]:
-        return tuple(c for c in self.chips if c.npu_id == npu_id)
-
-    def processes_of(self, npu_id: int) -> tuple[NpuProcess, ...]:
-        return tuple(p for p in self.processes if p.npu_id == npu_id)
-
 
 def _cells(line: str) -> list[str]:
     parts = line.strip().split("|")
@@ -130,11 +124,6 @@ def _float(text: str) -> float | None:
 
 def _used_total(text: str) -> list[tuple[int, int]]:
     return [(int(a), int(b)) for a, b in _USED_TOTAL.findall(text)]
-
-
-def _is_separator(line: str) -> bool:
-    s = line.strip()
-    return s.startswith("+") and set(s) <= set("+-=")
 
 
 def _detect_layout(lines: list[str]) -> TableLayout:

@@ -356,10 +356,6 @@ class ChipMapping:
     phy_id: int | None                  # A3 `Chip Phy-ID` column
     chip_name: str                      # `Ascend 910B4`, `Mcu`
 
-    @property
-    def is_mcu(self) -> bool:
-        return self.chip_name.lower() == "mcu"
-
 
 def parse_mapping(text: str) -> tuple[ChipMapping, ...]:
     """`npu-smi info -m`: columns split on runs of 2+ spaces or TABs (names hold one space)."""

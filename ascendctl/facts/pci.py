@@ -216,20 +216,4 @@ def _device(block: list[str]) -> PciDevice:
     )
 
 
-def parse_lspci_short(text: str) -> tuple[tuple[str, int | None], ...]:
-    """`lspci | grep acce` lines -> (address, device id) for Huawei devices."""
-    out = []
-    for line in text.splitlines():
-        m = _HEADER.match(line.strip())
-        if not m:
-            continue
-        ids = _IDS.search(m.group("desc"))
-        hw = _HUAWEI_TEXT.search(m.group("desc"))
-        if ids and int(ids.group("vendor"), 16) == HUAWEI_VENDOR:
-            out.append((m.group("addr"), int(ids.group("device"), 16)))
-        elif hw:
-            out.append((m.group("addr"), int(hw.group("device"), 16)))
-    return tuple(out)
-
-
 PCI = Fact("pci", section="lspci", command="lspci -D -nn -vvv", parse=parse_lspci_vvv)

@@ -9,6 +9,7 @@ import pkgutil
 import re
 from functools import lru_cache
 
+import ascendctl.facts as package
 from ascendctl.facts.fact import FactBase, KeyedFact, _Parsed
 
 SECTION_NAME = re.compile(r"[A-Za-z0-9_.:\-]+")
@@ -17,8 +18,6 @@ RESERVED_NAMES = ("host", "problems", "missing")     # NodeFacts' own fields
 
 @lru_cache(maxsize=1)
 def all_facts() -> tuple[FactBase, ...]:
-    import ascendctl.facts as package
-
     found: list[FactBase] = []
     for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
         module = importlib.import_module(f"{package.__name__}.{info.name}")

@@ -330,17 +330,6 @@ def parse_python_packages(text: str) -> PythonEnv:
     return PythonEnv(kv.get("executable"), kv["python"], tuple(sorted(packages.items())))
 
 
-def parse_dist_info_names(text: str) -> dict[str, str]:
-    """Names like `torch_npu-2.9.0.post1.dist-info` (one per line, paths allowed)."""
-    out: dict[str, str] = {}
-    for line in text.split():
-        base = line.rstrip("/").rsplit("/", 1)[-1]
-        m = re.match(r"^(.+?)-([^-]+)\.dist-info$", base)
-        if m:
-            out[_canonical(m.group(1))] = m.group(2)
-    return out
-
-
 # --- OS / hostname ----------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -382,11 +371,6 @@ class HostnameFacts:
     def resolves(self) -> bool:
         return bool(self.resolved)
 
-    @property
-    def only_loopback(self) -> bool:
-        return bool(self.resolved) and all(ipaddress.ip_address(a).is_loopback for a in self.resolved)
-
-
 def parse_node_name(text: str) -> str:
     """`hostname`: its first line."""
     return text.strip().splitlines()[0].strip() if text.strip() else ""
@@ -405,10 +389,6 @@ def parse_getent_ahosts(text: str) -> tuple[str, ...]:
             if parts[0] not in addrs:
                 addrs.append(parts[0])
     return tuple(addrs)
-
-
-def parse_hostname(hostname_text: str, getent_text: str) -> HostnameFacts:
-    return HostnameFacts(parse_node_name(hostname_text), parse_getent_ahosts(getent_text))
 
 
 # --- Linux ping (large-packet, don't-fragment probes) -----------------------------------

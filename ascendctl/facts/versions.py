@@ -96,10 +96,6 @@ class Version:
             out.append(value)
         return tuple(out)
 
-    @property
-    def is_prerelease(self) -> bool:
-        return any(rank < _RANK_RELEASE for rank, _ in self.key)
-
 
 def parse_version(text: str) -> Version:
     """Parse any version string seen in the Ascend and Python stacks."""

@@ -20,6 +20,7 @@ from typing import Any, Literal, Optional
 from pydantic import Field, field_validator
 
 from ascendctl.errors import AscendctlError
+from ascendctl.inventory.container_safety import acknowledgement_problem
 from ascendctl.inventory.excerpt import excerpt
 from ascendctl.inventory.model import Section
 from ascendctl.inventory.secretscan import secret_kind
@@ -190,8 +191,6 @@ class EngineSpec(Section):
     @field_validator("allow_unsafe")
     @classmethod
     def _acknowledged(cls, value: list[str]) -> list[str]:
-        from ascendctl.inventory.container_safety import acknowledgement_problem
-
         for item in value:
             problem = acknowledgement_problem(item)
             if problem:

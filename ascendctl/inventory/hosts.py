@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ascendctl.errors import InputError
+from ascendctl.inventory.container_safety import unsafe_uses
 from ascendctl.inventory.engine import EngineSpec
 from ascendctl.inventory.excerpt import excerpt
 from ascendctl.inventory.model import (
@@ -164,8 +165,6 @@ class Inventory:
     def unsafe_engine_options(self) -> tuple[str, ...]:
         """The unsafe container options and mounts the engine uses, each acknowledged in
         engine.allow_unsafe (the loader refuses the others): `privileged`, `mount:/etc`..."""
-        from ascendctl.inventory.container_safety import unsafe_uses
-
         return tuple(dict.fromkeys(use.name for use in unsafe_uses(self.engine,
                                                                    self.deploy.root)))
 

@@ -20,6 +20,8 @@ from ascendctl.errors import InputError
 from ascendctl.inventory.engine import EngineSpec, check_engine_inventory
 from ascendctl.inventory.excerpt import bounded, excerpt
 from ascendctl.inventory.hosts import SINGLE_GROUP, Host, Inventory, ServingGroup
+from ascendctl.inventory.inputfile import non_regular, shown
+from ascendctl.inventory.known_hosts import check_known_hosts_file, known_hosts_path
 from ascendctl.inventory.quality import check_quality_inventory
 from ascendctl.inventory.model import (
     ClusterSpec, DeploySpec, HostSpec, ModelSpec, NAME_RE, Section, ServingSpec, SloSpec,
@@ -48,7 +50,6 @@ ALL_VAR_KEYS = tuple(CLUSTER_SECTIONS) + GROUP_VAR_KEYS
 SERVING_GROUP_KEY = "serving_group"
 CHILD_VAR_KEYS = GROUP_VAR_KEYS + (SERVING_GROUP_KEY,)
 GROUP_KEYS = ("hosts", "vars", "children")
-IMPLICIT_GROUPS = ("all", "head", "followers")
 # Environment variables that override every host's ssh settings (documented in --help).
 SSH_ENV_OVERRIDES = {"private_key": "ASCENDCTL_SSH_KEY",
                      "known_hosts": "ASCENDCTL_KNOWN_HOSTS"}
@@ -574,9 +575,6 @@ class _Builder:
                             field("api_server_count"))
 
     def check_controller_files(self, hosts: list[Host]) -> None:
-        from ascendctl.inventory.inputfile import non_regular, shown
-        from ascendctl.transport.hostkeys import check_known_hosts_file, known_hosts_path
-
         checked: set[str] = set()
         for host in hosts:
             origin = {field: f" (from {env})" if os.environ.get(env) else ""

@@ -10,7 +10,6 @@ from ascendctl.inventory import validators as check
 
 # kept for callers that test names: always used with fullmatch
 NAME_RE = check.NAME_PATTERN
-NIC_RE = check.NIC_PATTERN
 ENV_NAME_RE = check.ENV_NAME_PATTERN
 # upper bounds that keep arithmetic finite (the planner multiplies these)
 MAX_TOKENS = 1 << 24

@@ -22,7 +22,9 @@ from typing import Any, Callable, Mapping, Optional
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from ascendctl.inventory.model import Section, _safe_path
-from ascendctl.quality.prompts import MAX_TOKENS_LIMIT, PromptSet, check_token_limits
+from ascendctl.inventory.prompts import (
+    MAX_TOKENS_LIMIT, PromptSet, builtin_prompt_set, check_token_limits, load_prompt_file,
+)
 
 DEFAULT_MIN_AGREEMENT = 0.9
 DEFAULT_MAX_TOKENS = 32
@@ -54,8 +56,6 @@ class QualitySpec(Section):
 
     @model_validator(mode="after")
     def _mode(self) -> "QualitySpec":
-        from ascendctl.quality.prompts import load_prompt_file
-
         if self.prompts is None and not self.agree_with_previous:
             raise ValueError("give `prompts: FILE` (expected answers) or "
                              "`agree_with_previous: true` (or both)")
@@ -77,7 +77,6 @@ class QualitySpec(Section):
         """The prompts the gate sends: the validated file, or the built-in set."""
         if self._prompt_set is not None:
             return self._prompt_set
-        from ascendctl.quality.prompts import builtin_prompt_set
 
         return builtin_prompt_set()
 

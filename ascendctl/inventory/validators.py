@@ -130,11 +130,6 @@ def nic(value: str) -> str:
     return fullmatch(NIC_PATTERN, value, "not a network interface name")
 
 
-def env_name(value: str) -> str:
-    return fullmatch(ENV_NAME_PATTERN, value, "not an environment variable name "
-                                              "(letters, digits, _)")
-
-
 def env_value(key: str, value: object) -> str:
     if isinstance(value, bool):
         raise ValueError(f"{key}: YAML read this as a boolean; quote it (e.g. \"1\" or "

@@ -14,6 +14,7 @@ from typing import Any
 
 from ascendctl.errors import InputError
 from ascendctl.inventory.excerpt import excerpt
+from ascendctl.inventory.inputfile import read_input_text
 
 YamlPath = tuple[Any, ...]
 
@@ -70,8 +71,6 @@ def load_yaml_with_lines(path: Path, *, max_bytes: int = MAX_YAML_BYTES,
     At most `max_values` values as written (`too_many`: what to say past it).
     `decimal_numbers`: refuse the YAML 1.1 number forms that are easily misread (octal
     `017500` is 8000, `1:20` is 80, `0x1F40`, `0b1`, `1_000`): numbers in decimal only."""
-    from ascendctl.inventory.inputfile import read_input_text
-
     source = SourceMap(file=str(path))
     text = read_input_text(path, limit=max_bytes, what=what)
     _count_written_values(text, str(path), max_values, too_many)

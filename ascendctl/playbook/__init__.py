@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 from ascendctl.playbook.loader import load_playbook, templar_for
 from ascendctl.playbook.model import Play, Playbook, Task
+from ascendctl.playbook.reporting import Reporter
 from ascendctl.playbook.results import RunReport, TaskHostResult
 from ascendctl.playbook.runner import PlaybookRunner, RunOptions
 
 if TYPE_CHECKING:
     from ascendctl.inventory import Inventory
-    from ascendctl.playbook.reporting import Reporter
 
 __all__ = ["Play", "Playbook", "PlaybookRunner", "RunOptions", "RunReport", "Task",
            "TaskHostResult", "load_playbook", "run_playbook"]
@@ -30,8 +30,6 @@ def run_playbook(path: str | os.PathLike[str], inventory: "Inventory",
                  options: RunOptions | None = None, reporter: "Reporter | None" = None,
                  **runner_kwargs: Any) -> RunReport:
     """Load and run a playbook; returns the report (its exit_code() follows exitcodes.py)."""
-    from ascendctl.playbook.reporting import Reporter
-
     playbook = load_playbook(path)
     runner = PlaybookRunner(playbook, inventory, options or RunOptions(),
                             reporter or Reporter(), templar_for(playbook.path), **runner_kwargs)

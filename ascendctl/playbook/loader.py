@@ -17,8 +17,9 @@ from typing import Any
 
 from ascendctl.errors import InputError
 from ascendctl.inventory.yamlsrc import SourceMap, YamlPath, dotted, load_yaml_with_lines
+from ascendctl.paths import playbooks_dir, templates_dir
 from ascendctl.playbook.model import Play, Playbook, PlaybookItem, Rolling, Task, Where
-from ascendctl.playbook.modules import MODULES, Module, ModuleError, load_modules
+from ascendctl.playbook.modules import MODULES, Module, ModuleError, get_module, load_modules
 from ascendctl.playbook.templating import Templar, TemplateError, contains_template
 
 PLAY_KEYS = ("name", "hosts", "order", "serial", "vars", "tasks", "handlers", "tags",
@@ -37,8 +38,6 @@ RESERVED_VARS = frozenset({"hostvars", "groups", "inventory_hostname", "play_hos
 
 def templar_for(playbook_path: Path) -> Templar:
     """Templates are looked up next to the playbook first, then in the project's templates/."""
-    from ascendctl.paths import templates_dir
-
     base = playbook_path.resolve().parent
     roots = [base / "templates", base, base.parent / "templates", templates_dir()]
     seen: list[Path] = []
@@ -50,8 +49,6 @@ def templar_for(playbook_path: Path) -> Templar:
 
 def resolve_playbook_path(name: str | os.PathLike[str]) -> Path:
     """A path as given, or a name from the project's playbooks/ directory."""
-    from ascendctl.paths import playbooks_dir
-
     path = Path(name)
     if path.exists():
         return path
@@ -169,8 +166,6 @@ class _Loader:
                                         path + (prefix, task.index, "notify"))
         gather = self.flag(raw.get("gather_facts", False), path + ("gather_facts",))
         if gather:
-            from ascendctl.playbook.modules import get_module
-
             load_modules()
             if get_module("gather_facts") is None:
                 raise self.fail("gather_facts: no facts module is installed (the "

@@ -5,13 +5,14 @@ On a terminal the console is Rich with colour; piped, the same lines come out pl
 
 from __future__ import annotations
 
-import os
-import xml.etree.ElementTree as ET
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ascendctl.fileio import write_atomic
+from ascendctl.console import get_console
+from ascendctl.junit import ERROR, FAILURE, PASSED, SKIPPED, Case, JUnitReport, Suite
 from ascendctl.playbook.results import RunReport, TaskHostResult, TaskReport
+from ascendctl.playbook.runner import task_selected
 
 if TYPE_CHECKING:
     from ascendctl.playbook.model import Play, Task
@@ -39,8 +40,6 @@ class ConsoleReporter(Reporter):
     def __init__(self, console: Any = None, *, show_diff: bool = False, check: bool = False,
                  verbose: bool = False):
         if console is None:
-            from ascendctl.console import get_console
-
             console = get_console()
         self.console = console
         self.show_diff = show_diff
@@ -131,8 +130,6 @@ def list_tasks(planned: list[tuple["Play", tuple[Any, ...]]], options: Any, cons
     """`--list-tasks`: what would run, on which hosts, with tags; nothing is contacted."""
     from rich.markup import escape
 
-    from ascendctl.playbook.runner import task_selected
-
     for play, hosts in planned:
         names = ", ".join(h.name for h in hosts) or "(no hosts)"
         kind = ", rescue: only after a failure" if play.rescue else \
@@ -152,49 +149,30 @@ def list_tasks(planned: list[tuple["Play", tuple[Any, ...]]], options: Any, cons
                           highlight=False)
 
 
-def junit_xml(report: RunReport) -> bytes:
-    """One <testcase> per task and host; failed → <failure>, unreachable → <error>."""
-    suites = ET.Element("testsuites", name=f"ascendctl play {Path(report.playbook).name}",
-                        time=f"{report.duration:.3f}")
-    totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+def junit_report(report: RunReport) -> JUnitReport:
+    """One testcase per task and host; failed -> failure, unreachable -> error."""
     stem = Path(report.playbook).stem
+    suites = []
     for play in report.plays:
-        suite = ET.SubElement(suites, "testsuite", name=play.name)
-        counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
-        suite_time = 0.0
+        cases = []
         for task in play.tasks:
             for host, res in task.results.items():
-                counts["tests"] += 1
-                suite_time += res.duration
                 prefix = "handler: " if task.handler else ""
-                case = ET.SubElement(suite, "testcase", classname=f"{stem}.{play.name}",
-                                     name=f"{prefix}{task.name} [{host}]",
-                                     time=f"{res.duration:.3f}",
-                                     file=task.file, line=str(task.line or 0))
+                case = partial(Case, f"{stem}.{play.name}", f"{prefix}{task.name} [{host}]",
+                               seconds=res.duration,
+                               attributes=(("file", task.file), ("line", str(task.line or 0))))
                 message = _one_line(res)
                 if res.status == "failed" and not res.ignored:
-                    counts["failures"] += 1
-                    node = ET.SubElement(case, "failure", message=message, type="failed")
-                    node.text = _details(res)
+                    cases.append(case(FAILURE, message, "failed", _details(res)))
                 elif res.status == "unreachable":
-                    counts["errors"] += 1
-                    node = ET.SubElement(case, "error", message=message,
-                                         type=res.error_kind or "unreachable")
-                    node.text = message
+                    cases.append(case(ERROR, message, res.error_kind or "unreachable", message))
                 elif res.status == "skipped":
-                    counts["skipped"] += 1
-                    ET.SubElement(case, "skipped", message=message)
-                elif res.msg and not res.no_log:
-                    out = ET.SubElement(case, "system-out")
-                    out.text = f"{res.status}: {message}"
-        for key, value in counts.items():
-            suite.set(key, str(value))
-            totals[key] += value
-        suite.set("time", f"{suite_time:.3f}")
-    for key, value in totals.items():
-        suites.set(key, str(value))
-    ET.indent(suites)
-    return ET.tostring(suites, encoding="utf-8", xml_declaration=True)
+                    cases.append(case(SKIPPED, message))
+                else:
+                    cases.append(case(PASSED, text=f"{res.status}: {message}"
+                                      if res.msg and not res.no_log else None))
+        suites.append(Suite(play.name, cases))
+    return JUnitReport(f"ascendctl play {Path(report.playbook).name}", report.duration, suites)
 
 
 def _details(res: TaskHostResult) -> str:
@@ -207,6 +185,3 @@ def _details(res: TaskHostResult) -> str:
             lines.append(f"{key}: {value[-2000:]}")
     return "\n".join(line for line in lines if line)
 
-
-def write_junit(report: RunReport, path: str | os.PathLike[str]) -> None:
-    write_atomic(path, junit_xml(report), 0o644)

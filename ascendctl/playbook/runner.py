@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from ascendctl.errors import AscendctlError, InputError
 import dataclasses
 
+from ascendctl.playbook.loader import validate_args
 from ascendctl.playbook.model import Play, Playbook, Rolling, Task
 from ascendctl.playbook.modules import (
     MODULES, Module, ModuleContext, ModuleError, ModuleResult, load_modules,
@@ -39,6 +40,7 @@ from ascendctl.playbook.results import (
 )
 from ascendctl.playbook.state import FailedTask, RollingBatch, RunState
 from ascendctl.playbook.templating import Templar, TemplateError
+from ascendctl.transport import SshPool
 from ascendctl.transport.errors import ConnectError
 
 if TYPE_CHECKING:
@@ -369,7 +371,6 @@ class PlaybookRunner:
     def _make_pool(self, hosts: list["Host"]) -> "HostPool[Any]":
         if self._pool_factory is not None:
             return self._pool_factory(hosts)
-        from ascendctl.transport import SshPool
 
         return SshPool(hosts, forks=self.options.forks,
                        connect_timeout=self.options.connect_timeout)
@@ -653,8 +654,6 @@ class PlaybookRunner:
                 variables: dict[str, Any], check: bool,
                 once_for: Sequence[str] | None) -> ModuleResult:
         from pydantic import ValidationError
-
-        from ascendctl.playbook.loader import validate_args
 
         try:
             raw = self.templar.render(task.args, variables)

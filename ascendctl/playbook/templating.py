@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ascendctl.errors import AscendctlError
+from ascendctl.facts.versions import parse_version
 
 _SINGLE_EXPR = re.compile(r"^\s*\{\{(?P<expr>.*?)\}\}\s*$", re.S)
 
@@ -110,8 +111,6 @@ def _mandatory(value: Any, msg: str | None = None) -> Any:
 
 def _version_key(text: Any) -> Any:
     try:
-        from ascendctl.facts.versions import parse_version
-
         return parse_version(str(text)).key
     except Exception:  # noqa: BLE001 - fall back to a plain numeric split
         return tuple(int(p) if p.isdigit() else p for p in re.split(r"[.\-+]", str(text)))

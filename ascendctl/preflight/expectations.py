@@ -6,9 +6,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ascendctl.checks import Expectations, NodeExpectation, PinnedVersions
+from ascendctl.engine.preflight import engine_expectation
 from ascendctl.inventory import Host, Inventory
 from ascendctl.preflight.launch import launch_ports, ports_bound, socket_nic
 from ascendctl.preflight.model_size import GIB, model_source_bytes
+from ascendctl.render.timeouts import start_spread_s
 
 FULL_STACK = ("torch", "torch_npu", "vllm", "vllm_ascend")
 PY_PACKAGES = ("torch", "torch_npu", "vllm", "vllm_ascend")
@@ -78,9 +80,6 @@ def build_expectations(inv: Inventory, *, options: PreflightOptions | None = Non
                        model_bytes: int | None = None) -> Expectations:
     """Everything the checks compare against. `own` (per node) exempts what our own
     running units hold; `model_bytes` overrides the size measured under model.source."""
-    from ascendctl.engine.preflight import engine_expectation
-    from ascendctl.render.timeouts import start_spread_s
-
     options = options or PreflightOptions()
     own = own or {}
     chip, cards, dies = chip_expectation(inv)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ascendctl.checks.versions import component_versions
+from ascendctl.console import get_console, is_terminal
+
 if TYPE_CHECKING:
     from ascendctl.facts import NodeFacts
     from ascendctl.inventory import Inventory
@@ -11,8 +14,6 @@ if TYPE_CHECKING:
 
 
 def facts_row(f: "NodeFacts") -> dict[str, str]:
-    from ascendctl.checks.versions import component_versions
-
     v = component_versions(f)
     info = f.npu_smi
     if info is None:
@@ -44,8 +45,6 @@ def facts_row(f: "NodeFacts") -> dict[str, str]:
 
 def print_facts(inv: "Inventory", result: "FactsResult") -> None:
     import sys
-
-    from ascendctl.console import get_console, is_terminal
 
     names = [h.name for h in inv.hosts if h.name in result.facts or h.name in result.failed]
     columns = ("npus", "driver", "firmware", "cann", "python", "roce", "pings", "disk", "clock")

@@ -1,4 +1,4 @@
-"""JUnit XML for CI: one <testsuite> per node, one <testcase> per check on that node.
+"""Preflight in JUnit: one <testsuite> per node, one <testcase> per check on that node.
 
 fail -> <failure> (message, then the remediation in the body); skip -> <skipped>;
 warn -> passes, with the warning and its fix in <system-out> (the exit code, 3, says
@@ -8,23 +8,17 @@ that says why.
 
 from __future__ import annotations
 
-import os
-import xml.etree.ElementTree as ET
 from itertools import groupby
 from typing import Any
 
-from ascendctl.fileio import write_atomic
+from ascendctl.junit import FAILURE, PASSED, SKIPPED, Case, JUnitReport, Suite
 
 
-def junit_xml(report: dict[str, Any]) -> bytes:
-    suites = ET.Element("testsuites", name="ascendctl preflight", time=f"{report['duration_s']:.3f}")
-    totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+def junit_report(report: dict[str, Any]) -> JUnitReport:
     by_node = {n: list(rs) for n, rs in groupby(report["results"], key=lambda r: r["node"])}
+    suites = []
     for node in report["nodes"]:
         name = node["name"]
-        suite = ET.SubElement(suites, "testsuite", name=f"preflight {name}",
-                              hostname=str(node["address"]), timestamp=report["started"][:19])
-        counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
         results = list(by_node.get(name, []))
         if node["state"] != "ok":
             reached = {r["id"] for r in results}
@@ -35,30 +29,21 @@ def junit_xml(report: dict[str, Any]) -> bytes:
                          "remediation": why["remediation"] if why else None, "details": [],
                          "title": cid, "_type": "unreachable"}
                         for cid in report["checks"] if cid not in reached]
-        for r in results:
-            counts["tests"] += 1
-            case = ET.SubElement(suite, "testcase", classname=f"preflight.{name}.{r['category']}",
-                                 name=r["id"], time="0.000")
-            if r["status"] == "fail":
-                counts["failures"] += 1
-                kind = r.get("_type") or ("unreachable" if node["state"] == "unreachable" else "fail")
-                failure = ET.SubElement(case, "failure", message=r["message"], type=kind)
-                failure.text = _body(r)
-            elif r["status"] == "skip":
-                counts["skipped"] += 1
-                ET.SubElement(case, "skipped", message=r["message"])
-            else:
-                out = ET.SubElement(case, "system-out")
-                out.text = (f"WARNING: {_body(r)}" if r["status"] == "warn"
-                            else f"{r['status']}: {r['message']}")
-        for key, value in counts.items():
-            suite.set(key, str(value))
-            totals[key] += value
-        suite.set("time", f"{node.get('gather_s') or 0:.3f}")
-    for key, value in totals.items():
-        suites.set(key, str(value))
-    ET.indent(suites)
-    return ET.tostring(suites, encoding="utf-8", xml_declaration=True)
+        suites.append(Suite(f"preflight {name}", [_case(node, r) for r in results],
+                            seconds=node.get("gather_s") or 0, hostname=str(node["address"]),
+                            timestamp=report["started"][:19]))
+    return JUnitReport("ascendctl preflight", report["duration_s"], suites)
+
+
+def _case(node: dict[str, Any], r: dict[str, Any]) -> Case:
+    classname = f"preflight.{node['name']}.{r['category']}"
+    if r["status"] == "fail":
+        kind = r.get("_type") or ("unreachable" if node["state"] == "unreachable" else "fail")
+        return Case(classname, r["id"], FAILURE, r["message"], kind, _body(r))
+    if r["status"] == "skip":
+        return Case(classname, r["id"], SKIPPED, r["message"])
+    return Case(classname, r["id"], PASSED, text=(f"WARNING: {_body(r)}" if r["status"] == "warn"
+                                                  else f"{r['status']}: {r['message']}"))
 
 
 def _body(r: dict[str, Any]) -> str:
@@ -67,7 +52,3 @@ def _body(r: dict[str, Any]) -> str:
         lines.append(f"remediation: {r['remediation']}")
     lines += [f"  {d}" for d in r.get("details") or []]
     return "\n".join(lines)
-
-
-def write_junit(report: dict[str, Any], path: str | os.PathLike[str]) -> None:
-    write_atomic(path, junit_xml(report), 0o644)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ascendctl.errors import InputError
 from ascendctl.inventory import Inventory
+from ascendctl.weights.manifest import list_model_files
 
 GIB = 1 << 30
 
@@ -17,7 +18,6 @@ def model_source_bytes(inv: Inventory) -> int | None:
     inventory uses `model.path` (weights already on the nodes: nothing is copied)."""
     if inv.model.source is None:
         return None
-    from ascendctl.weights.manifest import list_model_files
 
     root = Path(os.path.expanduser(inv.model.source))
     if not root.is_dir():

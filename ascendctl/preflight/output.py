@@ -6,6 +6,8 @@ from __future__ import annotations
 from itertools import groupby
 from typing import Any
 
+from ascendctl.console import get_console, is_terminal
+
 STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "skip": "dim"}
 VERDICT = {"pass": "PASS", "warn": "WARNINGS", "fail": "FAILED", "unreachable": "UNREACHABLE"}
 
@@ -94,8 +96,6 @@ def print_rich(report: dict[str, Any], console) -> None:
 
 def print_report(report: dict[str, Any]) -> None:
     import sys
-
-    from ascendctl.console import get_console, is_terminal
 
     if is_terminal(sys.stdout):
         print_rich(report, get_console())

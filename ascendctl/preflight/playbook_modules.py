@@ -16,9 +16,12 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from ascendctl.facts.hccn import parse_hccn_conf
 from ascendctl.playbook.modules import Module, ModuleContext, ModuleError, ModuleResult, register_module
 from ascendctl.preflight.collect import DEFAULT_GATHER_TIMEOUT_S, gather_round, record_problem, section_text
+from ascendctl.preflight.expectations import PreflightOptions
 from ascendctl.preflight.plan import gather_params, second_round_peers
+from ascendctl.preflight.report import build_report, validate_selection
 from ascendctl.transport.errors import ConnectError
 
 GATHER_FACT = "preflight_gather"
@@ -67,8 +70,6 @@ class PreflightPings(Module):
     Args = _GatherArgs
 
     def run(self, ctx: ModuleContext, args: _GatherArgs) -> ModuleResult:
-        from ascendctl.facts.hccn import parse_hccn_conf
-
         peers = second_round_peers(ctx.inventory, ctx.host, play_hosts=ctx.play_hosts,
                                    pings=args.pings)
         if not peers:
@@ -121,9 +122,6 @@ class PreflightChecks(Module):
     runs_on = "controller"
 
     def run(self, ctx: ModuleContext, args: _ChecksArgs) -> ModuleResult:
-        from ascendctl.preflight.expectations import PreflightOptions
-        from ascendctl.preflight.report import build_report, validate_selection
-
         inv = ctx.inventory
         hosts = [h.name for h in inv.hosts if h.name in ctx.hostvars]
         gathers, pings, failures, execs = {}, {}, {}, {}

@@ -11,14 +11,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
+from ascendctl.paths import playbooks_dir
+from ascendctl.playbook import PlaybookRunner, RunOptions, load_playbook, templar_for
+from ascendctl.playbook.reporting import Reporter
+from ascendctl.preflight.collect import node_facts, record_problem
 from ascendctl.preflight.expectations import PreflightOptions
 from ascendctl.preflight.playbook_modules import GATHER_FACT, PINGS_FACT, REPORT_FACT
+from ascendctl.preflight.report import build_report
 
 if TYPE_CHECKING:
     from ascendctl.facts import NodeFacts
     from ascendctl.inventory import Inventory
-    from ascendctl.playbook import PlaybookRunner, RunReport
-    from ascendctl.playbook.reporting import Reporter
+    from ascendctl.playbook import RunReport
 
 PLAYBOOK = "preflight.yaml"
 
@@ -36,16 +40,11 @@ class PreflightRequest:
 
 
 def playbook_path():
-    from ascendctl.paths import playbooks_dir
-
     return playbooks_dir() / PLAYBOOK
 
 
 def _runner(inv: "Inventory", req: PreflightRequest, *, facts_only: bool,
             reporter: "Reporter | None") -> "PlaybookRunner":
-    from ascendctl.playbook import PlaybookRunner, RunOptions, load_playbook, templar_for
-    from ascendctl.playbook.reporting import Reporter
-
     book = load_playbook(playbook_path())
     extra: dict[str, Any] = {
         "preflight_pings": req.pings, "preflight_only": list(req.only),
@@ -84,8 +83,6 @@ def _failures(runner: "PlaybookRunner") -> dict[str, tuple[str, str | None]]:
 def run_preflight(inv: "Inventory", req: PreflightRequest | None = None, *,
                   reporter: "Reporter | None" = None) -> tuple[dict[str, Any], "RunReport"]:
     """Run the preflight playbook; returns (report document, the engine's run report)."""
-    from ascendctl.preflight.report import build_report
-
     req = req or PreflightRequest()
     runner = _runner(inv, req, facts_only=False, reporter=reporter)
     run = runner.run()
@@ -123,8 +120,6 @@ class FactsResult:
 
 def run_facts(inv: "Inventory", req: PreflightRequest | None = None, *,
               reporter: "Reporter | None" = None) -> FactsResult:
-    from ascendctl.preflight.collect import node_facts, record_problem
-
     req = req or PreflightRequest()
     runner = _runner(inv, req, facts_only=True, reporter=reporter)
     run = runner.run()

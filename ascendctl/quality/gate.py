@@ -16,13 +16,17 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
+from ascendctl.benchmark.run import make_stamp
+from ascendctl.benchmark.settings import served_model
 from ascendctl.errors import AscendctlError, InputError
+from ascendctl.inventory.quality import DEFAULT_GATE
 from ascendctl.quality.agreement import mean_agreement, token_agreement
-from ascendctl.quality.matching import MatchUndecided, RegexSearcher
-from ascendctl.quality.prompts import PromptSet, QualityPrompt, check_token_limits
+from ascendctl.inventory.prompt_regex import MatchUndecided, RegexSearcher
+from ascendctl.inventory.prompts import PromptSet, QualityPrompt, check_token_limits
 from ascendctl.quality.result import (
     AgreementFigures, PromptOutcome, PromptSetInfo, QualityReport, Reference,
 )
+from ascendctl.render.files import release_dir
 from ascendctl.transport.nodecall import NodeCallError, call_node
 
 if TYPE_CHECKING:
@@ -87,9 +91,6 @@ class QualityNode:
 
     def generate(self, release: str, requests: list[dict[str, Any]],
                  spec: "QualitySpec") -> list[NodeAnswer]:
-        from ascendctl.benchmark.settings import served_model
-        from ascendctl.render.files import release_dir
-
         rounds = math.ceil(len(requests) / spec.concurrency)
         answer = self.call("generate", timeout=rounds * spec.request_timeout + QUICK_TIMEOUT_S,
                            release=release, port=self.inv.serving.port,
@@ -103,8 +104,6 @@ class QualityNode:
 def gate_spec(inv: "Inventory") -> "QualitySpec":
     """slo.quality, or the default gate (agreement with the previous release over the
     built-in prompt set) when the inventory sets none."""
-    from ascendctl.inventory.quality import DEFAULT_GATE
-
     return inv.slo.quality or DEFAULT_GATE
 
 
@@ -276,8 +275,6 @@ def agreement_figures(outcomes: list[PromptOutcome], min_agreement: float) -> Ag
 
 
 def _stamp() -> str:
-    from ascendctl.benchmark.run import make_stamp
-
     return make_stamp()
 
 

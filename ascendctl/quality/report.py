@@ -3,25 +3,13 @@ testcase per prompt, plus one for the agreement in agreement mode)."""
 
 from __future__ import annotations
 
-import re
-import xml.etree.ElementTree as ET
-from pathlib import Path
 from typing import Any
 
-from ascendctl.fileio import write_atomic
-from ascendctl.quality.prompts import truncate
+from ascendctl.junit import FAILURE, PASSED, Case, JUnitReport, Suite
+from ascendctl.inventory.prompts import truncate
 from ascendctl.quality.result import ERROR_CHARS, PromptOutcome, QualityReport
 
 CELL_CHARS = 60
-# What XML 1.0 cannot hold at all, not even as a character reference; a model's answer
-# may contain any of them.
-XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
-
-
-def xml_text(text: str) -> str:
-    """TEXT with every character XML cannot carry written as \\xNN / \\uNNNN."""
-    return XML_INVALID.sub(lambda m: (f"\\x{ord(m.group()):02x}" if ord(m.group()) < 256
-                                      else f"\\u{ord(m.group()):04x}"), text)
 
 
 def _held_against(outcome: PromptOutcome) -> str:
@@ -88,7 +76,8 @@ def failure_lines(report: QualityReport) -> list[str]:
     return lines
 
 
-def junit_xml(report: QualityReport) -> bytes:
+def junit_report(report: QualityReport) -> JUnitReport:
+    """One testcase per prompt, plus one for the agreement in agreement mode."""
     cases: list[tuple[str, str, bool, float]] = []
     for outcome in report.outcomes:
         detail = [f"answer: {truncate(outcome.text or '', 400)}"]
@@ -110,27 +99,11 @@ def junit_xml(report: QualityReport) -> bytes:
         else:
             cases.append(("agreement", f"reference {report.reference.describe()}",
                           report.reference.kind == "missing", 0.0))
-    failures = sum(1 for _name, _text, failed, _s in cases if failed)
-    suites = ET.Element("testsuites", name="ascendctl quality gate",
-                        time=f"{report.seconds:.3f}")
-    suite = ET.SubElement(suites, "testsuite", name=f"quality {report.cluster} {report.release}",
-                          hostname=report.node, tests=str(len(cases)), failures=str(failures),
-                          errors="0", skipped="0", time=f"{report.seconds:.3f}")
-    for name, text, failed, seconds in cases:
-        case = ET.SubElement(suite, "testcase", classname=f"quality.{report.cluster}",
-                             name=name, time=f"{seconds:.3f}")
-        text = xml_text(text)
-        if failed:
-            failure = ET.SubElement(case, "failure", message=text.splitlines()[0][:300],
-                                    type="quality")
-            failure.text = text
-        else:
-            ET.SubElement(case, "system-out").text = text
-    for key in ("tests", "failures", "errors", "skipped"):
-        suites.set(key, suite.attrib[key])
-    ET.indent(suites)
-    return ET.tostring(suites, encoding="utf-8", xml_declaration=True)
-
-
-def write_junit(report: QualityReport, path: Path) -> None:
-    write_atomic(path, junit_xml(report), 0o644)
+    classname = f"quality.{report.cluster}"
+    suite = Suite(f"quality {report.cluster} {report.release}",
+                  [Case(classname, name, FAILURE, text.splitlines()[0][:300], "quality", text,
+                        seconds) if failed
+                   else Case(classname, name, PASSED, text=text, seconds=seconds)
+                   for name, text, failed, seconds in cases],
+                  seconds=report.seconds, hostname=report.node)
+    return JUnitReport("ascendctl quality gate", report.seconds, [suite])

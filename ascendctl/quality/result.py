@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Optional
 
 from ascendctl.exitcodes import Exit
-from ascendctl.quality.prompts import Expectation, truncate
+from ascendctl.inventory.prompts import Expectation, truncate
 
 Status = Literal["pass", "fail"]
 # record: the previous release's stored gate outputs; live: asked of a node still serving

@@ -6,13 +6,13 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
+from ascendctl.paths import templates_dir
+from ascendctl.render import systemd
+
 
 @lru_cache(maxsize=1)
 def environment():
     import jinja2
-
-    from ascendctl.paths import templates_dir
-    from ascendctl.render import systemd
 
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(templates_dir())),

@@ -18,6 +18,7 @@ from ascendctl.engine.identity import EngineIdentity
 from ascendctl.engine.kinds import kind_of
 from ascendctl.errors import InputError
 from ascendctl.inventory import Host, Inventory
+from ascendctl.plan.inventory_plan import resolve_model_config
 from ascendctl.render import health, prometheus, proxy, timeouts
 from ascendctl.render.engine import (
     data_parallel_ranks, engine_argv, engine_environment, ray_argv,
@@ -34,8 +35,6 @@ WATCHDOG_CONSECUTIVE = 3
 
 def detect_checkpoint_dtype(inv: Inventory) -> str | None:
     """The dtype the checkpoint declares, when its config is at hand (decides --dtype)."""
-    from ascendctl.plan.inventory_plan import resolve_model_config
-
     try:
         return resolve_model_config(inv).torch_dtype
     except InputError:

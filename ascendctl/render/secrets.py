@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ascendctl.errors import InputError
 from ascendctl.inventory import Inventory
+from ascendctl.inventory.inputfile import open_input_file, read_capped
 from ascendctl.inventory.model import SecretRef
 
 MAX_SECRET_FILE = 64 * 1024
@@ -55,8 +56,6 @@ def _resolve(inv: Inventory, ref: SecretRef, field: str) -> str:
 def _read_key_file(path: Path, name: str, error: Callable[[str], InputError]) -> bytes:
     """One open: the file checked (regular, 0600, small) is the file read. A key file
     readable by others is refused before its content is read."""
-    from ascendctl.inventory.inputfile import open_input_file, read_capped
-
     try:
         with open_input_file(path, what="key file", limit=MAX_SECRET_FILE) as handle:
             shared = os.fstat(handle.fileno()).st_mode & (stat.S_IRWXG | stat.S_IRWXO)

@@ -12,12 +12,15 @@ from typing import Any, Optional
 from ascendctl_runtime.layout import SIDE_UNITS, SUPERVISOR_UNIT
 
 from ascendctl.inventory import Host, Inventory
+from ascendctl.render.health import node_engine_units
 from ascendctl.status.model import (
     ChipStatus, ClusterStatus, EngineUnit, GroupStatus, NodeStatus, ProxyStatus,
     SupervisorStatus, Verdict,
 )
 from ascendctl.status.parse import node_status, supervisor_status
 from ascendctl.status.verdict import service_verdict, verdict
+from ascendctl.transport.nodecall import call_node
+from ascendctl.transport.results import HostStatus
 
 DEFAULT_PROBE_TIMEOUT_S = 5.0
 NODE_CALL_MARGIN_S = 30.0
@@ -40,10 +43,6 @@ def collect(inv: Inventory, pool: Any, *,
             probe_timeout: float = DEFAULT_PROBE_TIMEOUT_S) -> ClusterStatus:
     """One status call per node over the pool's connections, in parallel; a verdict per
     serving group (from its head's deep probe and supervisor) and for the whole service."""
-    from ascendctl.render.health import node_engine_units
-    from ascendctl.transport.nodecall import call_node
-    from ascendctl.transport.results import HostStatus
-
     ports = inv.cluster.npus_per_node
 
     def one(conn) -> dict[str, Any]:

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from ascendctl.errors import AscendctlError
 from ascendctl.inventory import Inventory
+from ascendctl.transport import SshPool
+from ascendctl.transport.nodecall import call_node
+from ascendctl.transport.results import HostStatus
 
 
 def read_events(inv: Inventory, *, tail: int) -> list[dict[str, Any]]:
     """The last TAIL events of the head's history.jsonl (one remote execution). Raises
     ConnectionError when the head cannot be reached."""
-    from ascendctl.transport import SshPool
-    from ascendctl.transport.nodecall import call_node
-    from ascendctl.transport.results import HostStatus
-
     head = inv.head
     with SshPool([head]) as pool:
         result = pool.map(lambda conn: call_node(
@@ -23,7 +23,6 @@ def read_events(inv: Inventory, *, tail: int) -> list[dict[str, Any]]:
     if not result.ok:
         if result.status == HostStatus.UNREACHABLE:
             raise ConnectionError(result.error)
-        from ascendctl.errors import AscendctlError
 
         raise AscendctlError(f"{head.name}: {result.error}")
     return list((result.value or {}).get("events", []))

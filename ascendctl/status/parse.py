@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from ascendctl.facts.hccn import parse_link
+from ascendctl.facts.npu_smi import parse_npu_smi_info
 from ascendctl.inventory import Host
 from ascendctl.status.model import (
     ChipStatus, EngineUnit, NodeStatus, NpuHolder, SupervisorStatus,
@@ -14,9 +16,6 @@ RECOVERY_FRESH_S = 60.0   # a supervisor state older than this is a supervisor t
 
 def node_status(host: Host, raw: dict[str, Any], *, expect_npus: int,
                 engine_units: list[str]) -> NodeStatus:
-    from ascendctl.facts.hccn import parse_link
-    from ascendctl.facts.npu_smi import parse_npu_smi_info
-
     status = NodeStatus(name=host.name, rank=host.rank, reachable=True,
                         release=raw.get("current"))
     now = raw.get("time")

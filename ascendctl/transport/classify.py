@@ -9,6 +9,7 @@ from typing import Any
 from ascendctl_runtime.nodeutil import host_port_text
 
 from ascendctl.transport.errors import ConnectError, ConnectKind
+from ascendctl.transport.hostkeys import fingerprint
 
 
 def classify_connect_error(exc: BaseException, *, host: str, address: str, port: int,
@@ -21,8 +22,6 @@ def classify_connect_error(exc: BaseException, *, host: str, address: str, port:
     if isinstance(exc, ConnectError):
         return exc
     if isinstance(exc, paramiko.BadHostKeyException):
-        from ascendctl.transport.hostkeys import fingerprint
-
         name = address if port == 22 else f"[{address}]:{port}"
         return ConnectError(
             host, ConnectKind.HOST_KEY_CHANGED,

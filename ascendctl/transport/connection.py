@@ -20,7 +20,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
 from ascendctl.transport import quoting
+from ascendctl.transport.classify import classify_connect_error
 from ascendctl.transport.errors import ConnectError, ConnectionLost, ConnectKind
+from ascendctl.transport.hostkeys import AcceptNewPolicy, configure_client
 from ascendctl.transport.remote import RemoteCommands
 from ascendctl.transport.results import CommandResult
 
@@ -139,8 +141,6 @@ class JumpHosts:
             return transport.open_channel("direct-tcpip", (address, int(port)), ("", 0),
                                           timeout=target.connect_timeout)
         except Exception as exc:  # noqa: BLE001 - classified below
-            from ascendctl.transport.classify import classify_connect_error
-
             err = classify_connect_error(exc, host=target.name, address=address, port=port,
                                          user=target.user, timeout=target.connect_timeout,
                                          key=target.key, known_hosts=target.known_hosts)
@@ -300,8 +300,6 @@ class HostConnection(RemoteCommands):
         from fabric import Connection
 
         _quiet_paramiko_logging()
-        from ascendctl.transport.classify import classify_connect_error
-        from ascendctl.transport.hostkeys import AcceptNewPolicy, configure_client
 
         s = self.settings
         cfg = self._ssh_config.lookup(s.address)

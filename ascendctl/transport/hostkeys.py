@@ -17,9 +17,8 @@ understand:
   so a host known only through a CA is reported as unknown with that explanation;
 - any other line it cannot parse is skipped (OpenSSH ignores it too).
 
-The file itself is a regular file of at most MAX_KNOWN_HOSTS_BYTES, not there yet, or
-/dev/null (nothing known); anything else (a FIFO would block the read) is refused when the
-inventory loads (`check_known_hosts_file`) and again whenever it is read.
+The file itself is read through ascendctl/inventory/known_hosts.py: bounded, and refused
+when it is a FIFO, a device or a directory.
 """
 
 from __future__ import annotations
@@ -33,20 +32,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ascendctl.inventory.known_hosts import known_hosts_path, read_known_hosts_text
 from ascendctl.transport.errors import ConnectError, ConnectKind
 
 _append_lock = threading.Lock()
-MAX_KNOWN_HOSTS_BYTES = 64 << 20    # about 90 000 RSA entries
 
 
 def fingerprint(key: Any) -> str:
     """OpenSSH-style SHA256 fingerprint of a paramiko key."""
     digest = hashlib.sha256(key.asbytes()).digest()
     return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
-
-
-def known_hosts_path(value: str) -> Path:
-    return Path(os.path.expanduser(value))
 
 
 class UnknownHostKey(ConnectError):
@@ -88,31 +83,6 @@ class KnownHosts:
     def is_revoked(self, hostname: str, key: Any) -> bool:
         return any(_names_match(names, hostname) and candidate == key
                    for names, candidate in self.revoked)
-
-
-def _is_empty_by_design(path: Path) -> bool:
-    """No file yet (accept-new creates it), or /dev/null (as with OpenSSH: nothing known)."""
-    return not os.path.exists(path) or os.path.realpath(path) == os.devnull
-
-
-def check_known_hosts_file(path: Path) -> None:
-    """Refuse, before any host is contacted, a known_hosts that is a FIFO, a device other
-    than /dev/null, a directory or larger than MAX_KNOWN_HOSTS_BYTES (nothing is read)."""
-    from ascendctl.inventory.inputfile import open_input_file
-
-    if not _is_empty_by_design(path):
-        with open_input_file(path, what="known_hosts file", limit=MAX_KNOWN_HOSTS_BYTES):
-            pass
-
-
-def read_known_hosts_text(path: Path) -> str:
-    """The known_hosts file as text ("" when it does not exist yet), read the bounded way."""
-    from ascendctl.inventory.inputfile import read_input_bytes
-
-    if _is_empty_by_design(path):
-        return ""
-    data = read_input_bytes(path, limit=MAX_KNOWN_HOSTS_BYTES, what="known_hosts file")
-    return data.decode("utf-8", errors="replace")
 
 
 def load_known_hosts(path: Path) -> KnownHosts:

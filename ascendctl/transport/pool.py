@@ -117,10 +117,6 @@ class HostPool(Generic[R]):
 
         return self.map(one, hosts)
 
-    def connect_all(self, hosts: Sequence[str] | None = None) -> dict[str, HostResult[None]]:
-        """Open the connections in parallel (to report unreachable hosts up front)."""
-        return self.map(lambda conn: conn.open(), hosts)
-
     def _in_worker(self, name: str, fn: Callable[[R], T]) -> HostResult[T]:
         _worker.pool = self
         try:

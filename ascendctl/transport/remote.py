@@ -20,6 +20,7 @@ from typing import Optional, Protocol, runtime_checkable
 
 from ascendctl.transport import quoting
 from ascendctl.transport.errors import ConnectError, ConnectKind
+from ascendctl.transport.files import put_file
 from ascendctl.transport.results import CommandResult
 
 
@@ -122,8 +123,6 @@ class RemoteCommands:
                    owner: str | None = None, group: str | None = None,
                    become: Optional[bool] = None) -> bool:
         """Write a file atomically (stdin → temp file → mv; no SFTP). True when it changed."""
-        from ascendctl.transport.files import put_file
-
         return put_file(self, path, data, mode=mode, owner=owner,  # type: ignore[arg-type]
                         group=group, become=become).changed
 

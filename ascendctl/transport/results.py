@@ -6,6 +6,8 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, Generic, Optional, TypeVar
 
+from ascendctl.transport.errors import RemoteCommandError
+
 T = TypeVar("T")
 
 
@@ -36,8 +38,6 @@ class CommandResult:
     def check(self) -> "CommandResult":
         """Raise RemoteCommandError unless the command exited 0."""
         if not self.ok:
-            from ascendctl.transport.errors import RemoteCommandError
-
             raise RemoteCommandError(self)
         return self
 

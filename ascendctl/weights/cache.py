@@ -15,6 +15,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from ascendctl.errors import InputError
+from ascendctl.inventory.inputfile import load_json_file, non_regular
+
 CACHE_VERSION = 1
 MAX_CACHE_BYTES = 64 << 20      # about 250 000 files
 
@@ -47,9 +50,6 @@ class HashCache:
         """The cached entries; none from a cache that is missing, unreadable, too large or
         corrupt (everything is hashed again and the cache rewritten). A FIFO or device
         where the cache should be is refused: it is not ours to replace."""
-        from ascendctl.errors import InputError
-        from ascendctl.inventory.inputfile import load_json_file, non_regular
-
         kind = non_regular(path)
         if kind in ("missing", "a broken symlink"):
             return {}

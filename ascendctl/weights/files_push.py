@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ascendctl.errors import InputError
-from ascendctl.weights.cache import HashCache
+from ascendctl.weights.cache import HashCache, default_cache_path
 from ascendctl.weights.manifest import FileEntry, build_manifest
 from ascendctl.weights.plan import NodePlan, PlannedFile, WeightsPlan
 from ascendctl.weights.push import PushSummary, push
@@ -22,8 +22,6 @@ def hashed_files(paths: Sequence[Path], *, cache: HashCache | None = None
     """Size, sha256 and fingerprint of each file (through the shared hash cache: an
     unchanged file is not hashed again). Names must be unique."""
     if cache is None:
-        from ascendctl.weights.cache import default_cache_path
-
         cache = HashCache(default_cache_path())
     by_dir: dict[Path, list[str]] = {}
     for path in paths:

@@ -7,11 +7,11 @@ only its stage's files therefore needs an index listing exactly those files.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 from ascendctl.errors import InputError
+from ascendctl.inventory.inputfile import non_regular, parse_json, read_input_text, shown
 from ascendctl.weights.paths import check_relative, json_line_of, resolve_inside
 
 INDEX_NAME = "model.safetensors.index.json"
@@ -23,8 +23,6 @@ def read_index(root: Path) -> dict | None:
 
     Every file the weight map names must be a relative path that stays inside `root`
     (after symlinks) and must exist."""
-    from ascendctl.inventory.inputfile import non_regular, parse_json, read_input_text, shown
-
     path = Path(root) / INDEX_NAME
     if not os.path.lexists(path):
         return None
@@ -62,8 +60,6 @@ def read_index(root: Path) -> dict | None:
 def _entry_field(tensor: str) -> str:
     """weight_map.NAME for an error message; a long name or one with control characters
     shortened and quoted, so the message stays one short line."""
-    from ascendctl.inventory.inputfile import shown
-
     if len(tensor) <= 120 and tensor.isprintable() and " " not in tensor:
         return f"weight_map.{tensor}"
     return f"weight_map[{shown(tensor)}]"
@@ -74,7 +70,3 @@ def node_index(metadata: dict, weight_map: dict[str, str], total_size: int) -> d
     meta = dict(metadata)
     meta["total_size"] = total_size
     return {"metadata": meta, "weight_map": dict(sorted(weight_map.items()))}
-
-
-def dumps_index(index: dict) -> str:
-    return json.dumps(index, indent=2) + "\n"

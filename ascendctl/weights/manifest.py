@@ -14,7 +14,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ascendctl.errors import AscendctlError, InputError
+from ascendctl.inventory.inputfile import non_regular, parse_json, read_input_text, shown
 from ascendctl.weights.cache import CachedHash, HashCache
+from ascendctl.weights.nodehelper import helper_module
 from ascendctl.weights.paths import check_relative, json_line_of, resolve_inside
 
 MANIFEST_FORMAT = "ascendctl-weights-manifest/1"
@@ -53,8 +55,6 @@ class Manifest:
 def list_model_files(root: Path) -> list[str]:
     """Relative paths of the regular files under root (symlinks must stay inside); a FIFO,
     device, socket or broken link is refused by name before anything is read."""
-    from ascendctl.inventory.inputfile import non_regular, shown
-
     root = Path(root)
     if not root.is_dir():
         raise InputError("is not a directory", file=str(root))
@@ -87,8 +87,6 @@ def list_model_files(root: Path) -> list[str]:
 
 
 def _hash_one(root: Path, rel: str, cache: HashCache) -> FileEntry:
-    from ascendctl.weights.nodehelper import helper_module
-
     helper = helper_module()
     real = os.path.realpath(root / rel)
     st = os.stat(real)
@@ -124,8 +122,6 @@ def build_manifest(root: str | os.PathLike[str], *, cache: HashCache | None = No
 def load_manifest(path: str | os.PathLike[str]) -> Manifest:
     """Read a manifest written by `to_json` (a regular file, bounded in size and depth),
     refusing entries that could escape a directory."""
-    from ascendctl.inventory.inputfile import parse_json, read_input_text
-
     where = str(path)
     text = read_input_text(path, limit=MAX_MANIFEST_BYTES, what="weights manifest")
     data = parse_json(text, file=where, what="weights manifest", max_bytes=MAX_MANIFEST_BYTES)

@@ -17,11 +17,15 @@ from pathlib import Path
 from typing import Any
 
 from ascendctl.errors import InputError
-from ascendctl.weights.cache import HashCache
+from ascendctl.inventory.inputfile import load_json_file
+from ascendctl.plan.modelcfg import MAX_LAYERS
+from ascendctl.plan.pp_split import PartitionError
+from ascendctl.weights.cache import HashCache, default_cache_path
 from ascendctl.weights.index import INDEX_NAME, node_index, read_index
 from ascendctl.weights.manifest import FileEntry, build_manifest, list_model_files
+from ascendctl.weights.repack import repack_file
 from ascendctl.weights.safetensors_file import SafetensorsHeader, read_header
-from ascendctl.weights.stages import StageSplit, node_stages
+from ascendctl.weights.stages import StageSplit, classify, node_stages
 
 
 @dataclass(frozen=True)
@@ -128,8 +132,6 @@ def plan_for_inventory(inv, *, repack: bool = False, cache: HashCache | None = N
         raise InputError(f"{root} is not a directory on this machine", file=str(inv.path),
                          field="model.source")
     if cache is None:     # the shared hash cache: an unchanged model is not re-hashed
-        from ascendctl.weights.cache import default_cache_path
-
         cache = HashCache(default_cache_path())
     serving = inv.serving
     env = {**{k: str(v) for k, v in serving.env.items()}, **inv.head.env}
@@ -168,9 +170,6 @@ def build_plan(root: Path, nodes: list[NodeSpec], *, mode: str, tp: int, pp: int
 
 
 def _model_config(root: Path) -> dict:
-    from ascendctl.inventory.inputfile import load_json_file
-    from ascendctl.plan.modelcfg import MAX_LAYERS
-
     path = root / "config.json"
     if not os.path.lexists(path):
         raise InputError("a pipeline-parallel plan needs config.json (num_hidden_layers)",
@@ -193,8 +192,6 @@ def _pipeline_plan(root: Path, nodes: list[NodeSpec], names: list[str], index: d
                    stage_sets: dict[str, frozenset[int] | None], *, mode: str, tp: int,
                    pp: int, partition: str | None, mtp_drafter: bool, repack: bool,
                    cache: HashCache, repack_dir: Path | None) -> WeightsPlan:
-    from ascendctl.plan.pp_split import PartitionError
-
     config = _model_config(root)
     weight_files = [n for n in names if n.endswith(".safetensors")]
     if index is not None:
@@ -232,8 +229,6 @@ def _pipeline_plan(root: Path, nodes: list[NodeSpec], names: list[str], index: d
     pieces: list[tuple[str, Path, tuple[str, ...], frozenset[int]]] = []
     repacked: dict[str, list[str]] = {}
     if repack and mixed:
-        from ascendctl.weights.repack import repack_file
-
         manifest = build_manifest(root, cache=cache, files=mixed)
         out_dir = repack_dir or _default_repack_dir()
         for entry in manifest.files:
@@ -295,12 +290,8 @@ def _pipeline_plan(root: Path, nodes: list[NodeSpec], names: list[str], index: d
 
 
 def _is_other(name: str) -> bool:
-    from ascendctl.weights.stages import classify
-
     return classify(name).kind == "other"
 
 
 def _default_repack_dir() -> Path:
-    from ascendctl.weights.cache import default_cache_path
-
     return default_cache_path().parent / "repack"

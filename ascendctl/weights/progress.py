@@ -10,7 +10,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from ascendctl.console import is_terminal
+from ascendctl.console import get_console, is_terminal
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
@@ -45,8 +45,6 @@ class PushProgress:
         if self.rich:
             from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn,
                                        TimeRemainingColumn, TransferSpeedColumn)
-
-            from ascendctl.console import get_console
 
             self._progress = Progress(TextColumn("{task.description:>12}"), BarColumn(),
                                       DownloadColumn(binary_units=True),

@@ -17,6 +17,8 @@ import time
 from dataclasses import dataclass, field
 
 from ascendctl.errors import AscendctlError
+from ascendctl.exitcodes import Exit
+from ascendctl.transport import SshPool
 from ascendctl.weights.hopkeys import HopKeys
 from ascendctl.weights.openssh import relay_known_hosts
 from ascendctl.weights.plan import NodePlan, WeightsPlan
@@ -64,10 +66,6 @@ class DiskSpaceError(AscendctlError):
     pass
 
 
-class TransferError(AscendctlError):
-    pass
-
-
 def _unique(files):
     seen = set()
     for planned in files:
@@ -97,8 +95,6 @@ def gather_states(pool, inv, plan: WeightsPlan, *, repair: bool) -> dict[str, No
     results = pool.map(one, [n.name for n in plan.nodes])
     failed = [f"{name}: {r.error}" for name, r in results.items() if r.status != "ok"]
     if failed:
-        from ascendctl.exitcodes import Exit
-
         unreachable = any(r.status == "unreachable" for r in results.values())
         raise AscendctlError("cannot read the nodes' stores, nothing was sent: "
                              + "; ".join(failed),
@@ -156,8 +152,6 @@ def build_chains(plan: WeightsPlan, states: dict[str, NodeState],
 
 
 def push(inv, plan: WeightsPlan, *, show_progress: bool = True, pool=None) -> PushSummary:
-    from ascendctl.transport import SshPool
-
     started = time.monotonic()
     own_pool = pool is None
     pool = pool or SshPool(inv.hosts)

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ascendctl.weights.nodehelper import helper_module
 from ascendctl.weights.openssh import ssh_destination, ssh_options
 
 if TYPE_CHECKING:
@@ -135,8 +136,6 @@ def chain_argv(chain: list[NodeAccess], push_id: str = "", chain_index: int = 0)
 
 
 def _helper():
-    from ascendctl.weights.nodehelper import helper_module
-
     return helper_module()
 
 

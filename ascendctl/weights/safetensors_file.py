@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ascendctl.errors import InputError
+from ascendctl.inventory.inputfile import open_input_file, parse_json, shown
 
 # the safetensors library's own limit (MAX_HEADER_SIZE = 100_000_000 in its tensor.rs)
 MAX_HEADER = 100_000_000
@@ -50,8 +51,6 @@ def read_header(path: str | os.PathLike[str]) -> SafetensorsHeader:
     regular file; the declared header length within the file and at most MAX_HEADER (so a
     lying length costs nothing); a JSON object of tensors and an optional
     `__metadata__` of strings; offsets that tile the data exactly to the end of the file."""
-    from ascendctl.inventory.inputfile import open_input_file
-
     path = Path(path)
     where = str(path)
     with open_input_file(path, what=WHAT) as handle:
@@ -76,8 +75,6 @@ def read_header(path: str | os.PathLike[str]) -> SafetensorsHeader:
 
 
 def _parse_header(path: Path, raw: bytes, file_size: int) -> SafetensorsHeader:
-    from ascendctl.inventory.inputfile import parse_json, shown
-
     where = str(path)
     # a header is one flat object of tensors: deep nesting is refused, not recursed into
     header = parse_json(raw, file=where, what="safetensors header", max_depth=8,
@@ -105,8 +102,6 @@ def _parse_header(path: Path, raw: bytes, file_size: int) -> SafetensorsHeader:
 
 
 def _tensor(name: str, info: object, where: str) -> TensorInfo:
-    from ascendctl.inventory.inputfile import shown
-
     def natural(value: object) -> bool:
         return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ascendctl.errors import AscendctlError
+from ascendctl.transport import SshPool
 from ascendctl.weights.plan import WeightsPlan
 from ascendctl.weights.remote import call_helper, node_access, objects_request
 
@@ -45,8 +46,6 @@ class VerifyReport:
 
 
 def verify(inv, plan: WeightsPlan, *, full: bool = False, pool=None) -> VerifyReport:
-    from ascendctl.transport import SshPool
-
     own = pool is None
     pool = pool or SshPool(inv.hosts)
     accesses = {h.name: node_access(inv, h) for h in inv.hosts}

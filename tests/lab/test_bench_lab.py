@@ -108,7 +108,7 @@ def shared_deployment(request, tmp_path_factory) -> dict:
     state = getattr(request.config, SHARED_ATTR, None)
     if state is None:
         require_lab()
-        from ascendctl.lab import Lab
+        from ascendctl_lab import Lab
 
         lab = Lab(unique_lab_name("ops")).up(nodes=2)
         state = {"lab": lab, "dir": tmp_path_factory.mktemp("ops")}

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.lab
 @pytest.fixture(scope="module")
 def lab():
     require_lab()
-    from ascendctl.lab import Lab
+    from ascendctl_lab import Lab
 
     lab = Lab(unique_lab_name("dp")).up(nodes=2)
     yield lab

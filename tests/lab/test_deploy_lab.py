@@ -36,7 +36,7 @@ DEPLOY_TIMEOUT = 1200
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     require_lab()
-    from ascendctl.lab import Lab
+    from ascendctl_lab import Lab
 
     lab = Lab(unique_lab_name("dep")).up(nodes=2)
     state = {"lab": lab, "dir": tmp_path_factory.mktemp("deploy"), "releases": {}}

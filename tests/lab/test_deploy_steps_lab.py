@@ -36,7 +36,7 @@ ROOT = "/var/lib/ascendctl"
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     require_lab()
-    from ascendctl.lab import Lab
+    from ascendctl_lab import Lab
 
     lab = Lab(unique_lab_name("h1st")).up(nodes=2)
     state = {"lab": lab, "dir": tmp_path_factory.mktemp("steps"), "releases": {}}

@@ -108,7 +108,7 @@ def changed_count(report: dict) -> int:
 @pytest.fixture(scope="module")
 def clab(tmp_path_factory):
     require_lab()
-    from ascendctl.lab import Lab
+    from ascendctl_lab import Lab
 
     lab = Lab(unique_lab_name("h7c")).up(nodes=2, engine="container")
     state = {"lab": lab, "dir": tmp_path_factory.mktemp("engine-container")}
@@ -232,7 +232,7 @@ def test_c_preflight_judges_the_images_cann_against_the_driver(clab):
         assert failed["message"].startswith("the image's CANN 8.5.1 does not list driver "
                                             "24.1.rc2 (V100R001C17)")
         # an image no node holds yet: its CANN is read from the archive on this machine
-        from ascendctl.lab.engine_image import build_engine_image
+        from ascendctl_lab.engine_image import build_engine_image
 
         v2 = build_engine_image("v2", progress=lambda _: None)
         clab["v2"] = write_inventory(clab, "v2", archive=str(v2.archive), image=v2.image)
@@ -286,7 +286,7 @@ def test_d_engine_upgrade_then_rollback_to_the_old_image(clab):
 @pytest.fixture(scope="module")
 def vlab(tmp_path_factory):
     require_lab()
-    from ascendctl.lab import Lab
+    from ascendctl_lab import Lab
 
     lab = Lab(unique_lab_name("h7v")).up(nodes=2, engine="venv")
     state = {"lab": lab, "dir": tmp_path_factory.mktemp("engine-venv")}

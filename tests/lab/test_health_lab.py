@@ -52,7 +52,7 @@ RECOVERY_GUARD_S = 300 + 180      # startup_timeout of the lab inventory + stop/
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     require_lab()
-    from ascendctl.lab import Lab
+    from ascendctl_lab import Lab
 
     lab = Lab(unique_lab_name("h5hl")).up(nodes=2)
     state = {"lab": lab, "dir": tmp_path_factory.mktemp("health")}

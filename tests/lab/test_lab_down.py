@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ascendctl.lab import Lab, registry
+from ascendctl_lab import Lab, registry
 from tests.conftest import require_lab, unique_lab_name
 
 pytestmark = pytest.mark.lab
@@ -21,7 +21,7 @@ def host_links() -> set[str]:
 
 def test_up_is_fast_and_down_removes_everything():
     require_lab()
-    from ascendctl.lab.image import ensure_image
+    from ascendctl_lab.image import ensure_image
 
     ensure_image()                       # the image is cached before timing `up`
     lab = Lab(unique_lab_name("d"))

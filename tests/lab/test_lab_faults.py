@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from ascendctl.lab.faults import FAULT_KINDS
+from ascendctl_lab.faults import FAULT_KINDS
 
 pytestmark = pytest.mark.lab
 

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from ascendctl.errors import LabUnavailable
-from ascendctl.lab import hostcmd
+from ascendctl_lab import hostcmd
 
 
 def test_not_root_is_a_clear_error(monkeypatch):

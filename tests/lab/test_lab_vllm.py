@@ -16,7 +16,7 @@ UNIT = "lab-test-vllm"
 
 
 def test_vllm_serves_tiny_model_across_nodes(lab, tmp_path):
-    from ascendctl.lab.model import build_model
+    from ascendctl_lab.model import build_model
 
     model = tmp_path / "tiny"
     build_model(model)

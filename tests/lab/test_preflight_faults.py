@@ -1,4 +1,4 @@
-"""Table-driven over every lab fault kind (ascendctl.lab.faults.FAULT_KINDS): inject it on
+"""Table-driven over every lab fault kind (ascendctl_lab.faults.FAULT_KINDS): inject it on
 node1, run the preflight, and exactly the check(s) docs/checks.md names trip - on node1,
 at their severity, with their remediation - while everything else passes; heal; next.
 One lab for the whole table."""
@@ -12,9 +12,9 @@ import jsonschema
 import pytest
 
 from ascendctl.load import load_inventory
-from ascendctl.lab.faults import FAULT_KINDS
 from ascendctl.preflight.expectations import PreflightOptions
 from ascendctl.preflight.run import PreflightRequest, run_preflight
+from ascendctl_lab.faults import FAULT_KINDS
 
 pytestmark = pytest.mark.lab
 

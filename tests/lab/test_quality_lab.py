@@ -111,7 +111,7 @@ def agreement_prompt_file(directory: Path) -> Path:
 def state(tmp_path_factory):
     """One lab with release A (the lab's tiny model) deployed."""
     require_lab()
-    from ascendctl.lab import Lab
+    from ascendctl_lab import Lab
 
     lab = Lab(unique_lab_name("h6q")).up(nodes=NODES)
     try:
@@ -208,8 +208,8 @@ def test_a_wrong_expected_answer_fails_and_shows_what_came_back(state):
     assert "FAIL: quality gate (prompts) failed on node0" in out
     assert "1 of 4 prompts failed (python: expected contains \"Paris is the capital\"" in out
     # which prompt, what was expected, what came back
-    from ascendctl.quality.prompts import truncate
-    from ascendctl.quality.report import xml_text
+    from ascendctl.inventory.prompts import truncate
+    from ascendctl.junit import xml_text
 
     assert "python ('def fibonacci(n):" in out
     assert f"got {truncate(python['text'], 120)!r}" in out
@@ -258,7 +258,7 @@ def scaled_copy(source: Path, target: Path, tensor: str, factor: float) -> None:
     import numpy as np
     from safetensors import safe_open
 
-    from ascendctl.lab.model import to_bf16_bytes
+    from ascendctl_lab.model import to_bf16_bytes
 
     shutil.copytree(source, target)
     index = json.loads((target / "model.safetensors.index.json").read_text())

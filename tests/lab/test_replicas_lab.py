@@ -117,7 +117,7 @@ def state(tmp_path_factory):
     """Two single-node serving groups with release A (the lab's tiny model) deployed on
     both at once (max_unavailable 2: nothing serves yet, nothing to keep serving)."""
     require_lab()
-    from ascendctl.lab import Lab
+    from ascendctl_lab import Lab
 
     timings: dict[str, float] = {}
     lab = Lab(unique_lab_name("h9r")).up(nodes=2, replicas=2)
@@ -289,7 +289,7 @@ def test_a_wrong_expected_answer_fails_the_gate_of_every_group(state):
         state.setdefault("python_answers", []).append(failed["text"])
     table = ascendctl("bench", "-i", str(inv), "--quality", timeout=600)
     assert table.returncode == 1
-    from ascendctl.quality.prompts import truncate
+    from ascendctl.inventory.prompts import truncate
 
     for group, node in GROUPS.items():
         assert f"serving group {group}" in table.stdout

@@ -130,7 +130,7 @@ def merged_copy(model: Path, out: Path) -> Path:
     """The same checkpoint with every tensor in ONE file (so the file mixes stages)."""
     import shutil
 
-    from ascendctl.lab.model import write_safetensors
+    from ascendctl_lab.model import write_safetensors
 
     shutil.copytree(model, out, ignore=shutil.ignore_patterns("*.safetensors",
                                                               "*.index.json"))

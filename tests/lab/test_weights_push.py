@@ -25,7 +25,7 @@ STORE = f"{ROOT}/store"
 
 def build_model(out: Path, seed: int) -> Path:
     """The lab's tiny Qwen3 (one file per stage), with weights of its own seed."""
-    from ascendctl.lab.model import build_model as lab_build_model
+    from ascendctl_lab.model import build_model as lab_build_model
 
     lab_build_model(out, seed=seed)
     return out
@@ -80,7 +80,7 @@ def relay_helpers_running(lab, node: str) -> bool:
 # -- acceptance 2: a push killed midway sends only what was missing -----------------------
 
 def test_killed_push_resumes_sending_only_what_was_missing(lab, tmp_path):
-    from ascendctl.lab.hostcmd import run
+    from ascendctl_lab.hostcmd import run
 
     model = build_model(tmp_path / "model", seed=21)
     blob = model / "extra-weights.bin"          # a big non-weight file: every node, relayed

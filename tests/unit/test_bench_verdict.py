@@ -12,7 +12,8 @@ import pytest
 from junitparser import JUnitXml
 
 from ascendctl.benchmark.figures import parse_result
-from ascendctl.benchmark.report import bench_table, write_junit
+from ascendctl.benchmark.report import bench_table, junit_report
+from ascendctl.junit import write_junit
 from ascendctl.benchmark.run import BenchReport, headline, headline_from_record
 from ascendctl.benchmark.settings import BenchSettings
 from ascendctl.benchmark.slo import evaluate
@@ -109,7 +110,8 @@ def test_exit_code_json_and_history_headline():
 
 def test_junit_has_one_case_per_slo_and_the_requests(tmp_path):
     path = tmp_path / "bench.xml"
-    write_junit(report(SloSpec(max_p99_ttft_ms=0.001, max_p99_tpot_ms=10_000)), path)
+    write_junit(junit_report(report(SloSpec(max_p99_ttft_ms=0.001, max_p99_tpot_ms=10_000))),
+                path)
     xml = JUnitXml.fromfile(str(path))
     cases = {case.name: case for suite in xml for case in suite}
     assert set(cases) == {"slo.max_p99_ttft_ms", "slo.max_p99_tpot_ms", "requests"}

@@ -59,3 +59,19 @@ def test_help_has_no_premature_line_breaks(path):
                                 terminal_width=WIDTH)
     assert result.exit_code == 0, result.output
     assert premature_breaks(result.output) == []
+
+
+def test_the_commands_are_listed_in_the_order_of_the_job_then_the_tools():
+    from typer.testing import CliRunner
+
+    import ascendctl.cli as cli
+
+    app, paths = _commands()
+    result = CliRunner().invoke(app, ["--help"], terminal_width=100)
+    assert result.exit_code == 0
+    listed = re.findall(r"^│ ([a-z][a-z-]*) ", result.output, flags=re.MULTILINE)
+    assert listed == list(cli.JOB_ORDER + cli.TOOL_ORDER)
+    assert listed[:6] == ["inventory", "preflight", "plan", "deploy", "status", "rollback"]
+    assert listed[-6:] == ["render", "play", "weights", "engine", "lab", "demo"]
+    registered = {path[0] for path in paths}
+    assert registered == set(listed), "a new command needs its place in JOB_ORDER or TOOL_ORDER"

@@ -15,9 +15,9 @@ from ascendctl.engine.formats import (
     parse_container_inspect, parse_device_holders, parse_image_cann, parse_image_id,
     parse_load_output, parse_runtime_version, split_file_blocks, unit_of,
 )
-from ascendctl.lab.engine_image import cann_files
-from ascendctl.lab.sim import state as sim_state
-from ascendctl.lab.wheelhouse import metadata_wheel
+from ascendctl_lab.engine_image import cann_files
+from ascendctl_lab.sim import state as sim_state
+from ascendctl_lab.wheelhouse import metadata_wheel
 from ascendctl.transport.nodecall import call_stdin, shipped_with
 from ascendctl_runtime import engine_node
 

@@ -8,10 +8,8 @@ import pytest
 from ascendctl.facts.hccn import (
     NET_HEALTH_VALUES,
     parse_hccn_conf,
-    parse_lldp_max_frame,
     parse_net_health,
     parse_ping,
-    parse_speed,
     parse_tls,
 )
 
@@ -47,12 +45,6 @@ def test_ping_failure_counts_timeouts():
                         "recv time out seq=2\n3 packets transmitted, 0 received, 100.00% packet loss\n")
     assert not failed.ok and failed.timeouts == 3 and failed.received == 0 and failed.loss_pct == 100.0
     assert parse_ping("") is None
-
-
-def test_lldp_max_frame_and_speed():
-    assert parse_lldp_max_frame(case("hccn_lldp", "arthurchiao_port3")) == 9216
-    assert parse_speed(load("hccn_tool_status.txt")) == 200000            # `200000Mb/s`: no space
-    assert parse_speed("Speed: 100000 Mb/s") == 100000 and parse_speed("Speed: Unknown!") is None
 
 
 @pytest.mark.parametrize("text", ["", "Cmd executed successfully!\n"])

@@ -53,7 +53,7 @@ def test_error_outputs_are_not_ok():
 def test_properties_over_the_idle_table():
     info = parse_npu_smi_info(case("910B3_8npu_idle"))
     assert info.npu_ids == tuple(range(8)) and info.chips[0].hbm_free_mb == 65536 - 3389
-    assert str(info.driver) == "24.1.0.3" and info.chips_of(6)[0].bus_id == "0000:41:00.0"
+    assert str(info.driver) == "24.1.0.3" and [c.bus_id for c in info.chips if c.npu_id == 6][0] == "0000:41:00.0"
 
 
 def test_bare_910b_with_zero_ddr_is_decided_by_board_pci_id():
@@ -100,7 +100,7 @@ def test_process_rows_truncated_names_and_many_per_npu():
         (0, 0, 842, "/usr/local/pyth", 59017), (0, 0, 843, "/usr/local/pyth", 117),
         (0, 0, 844, "/usr/local/pyth", 117), (0, 0, 845, "/usr/local/pyth", 117),
         (0, 0, 911, "hlt_host_devmm_", 2)]
-    assert len(info.processes_of(0)) == 5 and info.processes_of(1) == ()
+    assert [p.npu_id for p in info.processes] == [0] * 5
 
 
 def test_process_row_with_empty_name_in_container():

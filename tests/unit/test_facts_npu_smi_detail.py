@@ -70,7 +70,7 @@ def test_cpu_list():
 
 def test_mapping_mcu_rows():
     rows = parse_mapping(case("mapping", "a2_with_mcu"))
-    assert [r.is_mcu for r in rows] == [False, True, False, True]
+    assert [r.chip_name.lower() == "mcu" for r in rows] == [False, True, False, True]
 
 
 def test_list_server_form_from_the_source_format():

@@ -14,13 +14,13 @@ from ascendctl.facts.system import (
     ClockSample,
     FactParseError,
     parse_df,
-    parse_dist_info_names,
     parse_epoch,
-    parse_hostname,
+    parse_getent_ahosts,
     parse_ip_json,
     parse_linux_ping,
     parse_lscpu_json,
     parse_nic_speeds,
+    parse_node_name,
     parse_numa_sysfs,
     parse_os_release,
     parse_port_probes,
@@ -131,12 +131,6 @@ def test_python_packages_aliases():
         parse_python_packages("Traceback (most recent call last):\n")
 
 
-def test_dist_info_names():
-    names = parse_dist_info_names("/opt/v/lib/python3.11/site-packages/torch_npu-2.9.0.post1.dist-info\n"
-                                  "vllm_ascend-0.18.0.dist-info/\nvllm-0.32.0+cpu.dist-info\nnumpy\n")
-    assert names == {"torch_npu": "2.9.0.post1", "vllm_ascend": "0.18.0", "vllm": "0.32.0+cpu"}
-
-
 def test_clock_ntp_style_offset():
     # node clock 5 s ahead; the script ran 1.0 s of a 1.2 s round trip
     c = ClockSample(node_start=1005.1, node_end=1006.1, sent_at=1000.0, received_at=1001.2)
@@ -158,10 +152,10 @@ def test_probe_lines_and_linux_ping():
 
 
 def test_hostname_and_os_release():
-    h = parse_hostname("node1\n", "198.18.0.12   STREAM node1\n198.18.0.12   DGRAM  \n")
-    assert h.resolves and h.resolved == ("198.18.0.12",) and not h.only_loopback
-    assert not parse_hostname("node9\n", "").resolves
-    assert parse_hostname("vm\n", "127.0.1.1 STREAM vm\n").only_loopback
+    assert parse_node_name("node1\n") == "node1" and parse_node_name("") == ""
+    assert parse_getent_ahosts("198.18.0.12   STREAM node1\n198.18.0.12   DGRAM  \n") \
+        == ("198.18.0.12",)
+    assert parse_getent_ahosts("") == ()
     if os.path.exists("/etc/os-release"):
         osr = parse_os_release(open("/etc/os-release").read(), kernel=os.uname().release)
         assert osr.id and osr.kernel == os.uname().release

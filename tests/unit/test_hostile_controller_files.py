@@ -14,9 +14,8 @@ import paramiko
 import pytest
 
 from ascendctl.errors import InputError
-from ascendctl.transport.hostkeys import (
-    MAX_KNOWN_HOSTS_BYTES, append_known_host, configure_client, load_known_hosts,
-)
+from ascendctl.inventory.known_hosts import MAX_KNOWN_HOSTS_BYTES
+from ascendctl.transport.hostkeys import append_known_host, configure_client, load_known_hosts
 from tests.unit.hostile_files import (
     GOOD, Cost, cli, fifo, good_inventory, hang_guard, measure_startup, refused, sparse,
 )

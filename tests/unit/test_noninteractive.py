@@ -64,7 +64,7 @@ def setup(tmp_path_factory):
         hosts[name].update({"ansible_host": "127.0.0.1", "ansible_port": free_port(),
                             "ip": f"127.0.0.{index + 1}"})
     data["all"]["vars"]["ssh"].update({"connect_timeout": 3, "connect_retries": 0})
-    from ascendctl.lab.model import build_model
+    from ascendctl_lab.model import build_model
 
     build_model(tmp / "tiny")     # a real (tiny) checkpoint: preflight sizes the model
     data["all"]["vars"]["model"]["source"] = str(tmp / "tiny")
@@ -166,8 +166,8 @@ def test_no_command_calls_a_prompt():
     """Questions are asked only through the playbook runner's confirm hook, which is None
     without a terminal; nothing else in the CLI reads stdin."""
     offenders = []
-    for path in (ROOT / "ascendctl").rglob("*.py"):
-        if "/lab/sim/" in str(path):
+    for path in [*(ROOT / "ascendctl").rglob("*.py"), *(ROOT / "ascendctl_lab").rglob("*.py")]:
+        if "/ascendctl_lab/sim/" in str(path):
             continue
         for number, line in enumerate(path.read_text().splitlines(), start=1):
             if re.search(r"\b(typer|click)\.(prompt|confirm)\(|(?<![\w.])input\(|"

@@ -58,15 +58,31 @@ def test_wheel_holds_package_data(wheel):
     for data in ("ascendctl/doctor/data/signatures.yaml",
                  "ascendctl/preflight/schema/preflight.schema.json",
                  "ascendctl/releases/data/release_sets.yaml",
-                 "ascendctl/quality/data/agreement_prompts.yaml"):
+                 "ascendctl/inventory/data/agreement_prompts.yaml"):
         assert data in names
 
 
-def test_wheel_holds_every_python_package(wheel):
+@pytest.mark.parametrize("top", ["ascendctl", "ascendctl_lab"])
+def test_wheel_holds_every_python_package(wheel, top):
     names = set(wheel.namelist())
-    packages = {str(p.parent.relative_to(ROOT)) for p in (ROOT / "ascendctl").rglob("__init__.py")}
+    packages = {str(p.parent.relative_to(ROOT)) for p in (ROOT / top).rglob("__init__.py")}
+    assert packages
     missing = sorted(p for p in packages if f"{p}/__init__.py" not in names)
     assert not missing, f"the wheel lacks the packages {missing}"
+
+
+def test_the_lab_ships_in_the_wheel_with_its_dependencies_behind_the_extra(wheel):
+    """An extra adds dependencies, not files: the lab's modules are in the one wheel (the
+    simulators too, copied into the nodes), its third-party dependencies only under `lab`."""
+    names = set(wheel.namelist())
+    assert {"ascendctl_lab/lab.py", "ascendctl_lab/sim/npu_smi.py"} <= names
+    (metadata,) = [n for n in names if n.endswith(".dist-info/METADATA")]
+    requires = [line.split(":", 1)[1].strip() for line in wheel.read(metadata).decode().splitlines()
+                if line.startswith("Requires-Dist:")]
+    lab_only = {r.split(";")[0].split(">")[0].strip() for r in requires if "extra == \"lab\"" in r}
+    unconditional = {r.split(";")[0].split(">")[0].strip() for r in requires if ";" not in r}
+    assert lab_only == {"tokenizers", "safetensors", "numpy"}
+    assert not lab_only & unconditional
 
 
 def test_resources_resolve_to_the_package_directories():

@@ -11,7 +11,8 @@ import textwrap
 from junitparser import Error, Failure, JUnitXml, Skipped
 
 from ascendctl.exitcodes import Exit
-from ascendctl.playbook.reporting import junit_xml
+from ascendctl.junit import junit_xml
+from ascendctl.playbook.reporting import junit_report
 
 PLAYBOOK = """
 - name: report me
@@ -107,7 +108,7 @@ def test_unreachable_is_a_junit_error(tmp_path):
     play.tasks.append(task)
     report.plays.append(play)
     path = tmp_path / "j.xml"
-    path.write_bytes(junit_xml(report))
+    path.write_bytes(junit_xml(junit_report(report)))
     case = next(iter(next(iter(JUnitXml.fromfile(str(path))))))
     assert isinstance(case.result[0], Error)
     assert case.result[0].type == "refused"

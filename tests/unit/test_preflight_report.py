@@ -14,8 +14,9 @@ from junitparser import Error, Failure, JUnitXml, Skipped
 from ascendctl.checks import SPECS
 from ascendctl.errors import InputError
 from ascendctl.exitcodes import Exit
+from ascendctl.junit import junit_xml, write_junit
 from ascendctl.load import load_inventory
-from ascendctl.preflight.junit import junit_xml, write_junit
+from ascendctl.preflight.junit import junit_report
 from ascendctl.preflight.output import print_plain, print_rich
 from ascendctl.preflight.report import build_report, validate_selection
 
@@ -108,7 +109,7 @@ def test_unreachable_node_exit_4_and_junit_says_why(inv, tmp_path):
     assert reach["id"] == "host.reachable" and reason in reach["message"]
     assert reach["remediation"].startswith("ssh -p 22 root@198.18.0.12 true")
     path = tmp_path / "out" / "junit.xml"
-    write_junit(doc, path)
+    write_junit(junit_report(doc), path)
     xml = JUnitXml.fromfile(str(path))
     suites = {s.name: s for s in xml}
     assert set(suites) == {"preflight node0", "preflight node1"}
@@ -150,7 +151,7 @@ def test_junit_one_testcase_per_check_and_node_with_fix_in_the_body(inv):
     out["node0"] = no.edit(out["node0"], "lspci", "Number of VFs: 0", "Number of VFs: 8", 8)
     report = build_report(inv, HOSTS, {n: record(o) for n, o in out.items()}, {})
     doc = report.to_dict()
-    xml = JUnitXml.fromstring(junit_xml(doc).decode())
+    xml = JUnitXml.fromstring(junit_xml(junit_report(doc)).decode())
     cases = {(s.name.split()[-1], c.name): c for s in xml for c in s}
     assert len(cases) == len(doc["results"]) == 2 * len(SPECS)
     failed = {k for k, c in cases.items() if any(isinstance(r, (Failure, Error)) for r in c.result)}

@@ -8,7 +8,7 @@ import pytest
 from ascendctl.quality.agreement import common_prefix, mean_agreement, token_agreement
 from ascendctl.quality.gate import NodeAnswer, ReferenceAnswers, agreement_figures, evaluate, \
     problems_of
-from ascendctl.quality.prompts import Expectation, PromptSet, QualityPrompt
+from ascendctl.inventory.prompts import Expectation, PromptSet, QualityPrompt
 from ascendctl.quality.result import Reference
 
 

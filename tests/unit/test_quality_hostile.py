@@ -26,8 +26,8 @@ import yaml
 
 from ascendctl.errors import InputError
 from ascendctl.exitcodes import Exit
+from ascendctl.inventory.promptfile import MAX_JSONL_BYTES, MAX_YAML_BYTES, MAX_YAML_VALUES
 from ascendctl.load import load_inventory
-from ascendctl.quality.promptfile import MAX_JSONL_BYTES, MAX_YAML_BYTES, MAX_YAML_VALUES
 
 GOOD = Path(__file__).parent.parent / "fixtures" / "inventories" / "good.yaml"
 MAX_MODEL_LEN = 256

@@ -12,12 +12,12 @@ import time
 import pytest
 
 from ascendctl.quality.gate import NodeAnswer, evaluate, problems_of
-from ascendctl.quality.matching import (
+from ascendctl.inventory.prompt_regex import (
     MATCH_DEADLINE_S, MAX_PATTERN_NESTING, MAX_SEARCHED_CHARS, MatchUndecided, RegexSearcher,
     group_nesting, pattern_problem,
 )
-from ascendctl.quality.prompts import Expectation, PromptSet, QualityPrompt
-from ascendctl.quality.regex_child import serve
+from ascendctl.inventory.prompts import Expectation, PromptSet, QualityPrompt
+from ascendctl.inventory.prompt_regex_child import serve
 
 CATASTROPHIC = r"^(\d+)+$"
 # the deadline, the child's start and a loaded machine's scheduling

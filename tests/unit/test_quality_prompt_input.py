@@ -14,11 +14,11 @@ import pytest
 import yaml
 
 from ascendctl.errors import InputError
-from ascendctl.load import load_inventory
-from ascendctl.quality.promptfile import (
+from ascendctl.inventory.promptfile import (
     MAX_ENTRIES, MAX_JSONL_BYTES, MAX_YAML_BYTES, MAX_YAML_VALUES,
 )
-from ascendctl.quality.prompts import load_prompt_file
+from ascendctl.inventory.prompts import load_prompt_file
+from ascendctl.load import load_inventory
 
 GOOD = Path(__file__).parent.parent / "fixtures" / "inventories" / "good.yaml"
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "quality.md"

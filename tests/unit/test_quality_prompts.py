@@ -13,10 +13,10 @@ import yaml
 
 from ascendctl.errors import InputError
 from ascendctl.exitcodes import Exit
-from ascendctl.load import load_inventory
-from ascendctl.quality.prompts import (
+from ascendctl.inventory.prompts import (
     BUILTIN, Expectation, builtin_prompt_set, load_prompt_file,
 )
+from ascendctl.load import load_inventory
 
 GOOD = Path(__file__).parent.parent / "fixtures" / "inventories" / "good.yaml"
 

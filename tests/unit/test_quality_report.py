@@ -19,8 +19,9 @@ from ascendctl.load import load_inventory
 from ascendctl.quality.gate import (
     NodeAnswer, ReferenceAnswers, agreement_figures, check_fits, evaluate, gate_spec, problems_of,
 )
-from ascendctl.quality.prompts import Expectation, PromptSet, QualityPrompt
-from ascendctl.quality.report import failure_lines, junit_xml, quality_table
+from ascendctl.inventory.prompts import Expectation, PromptSet, QualityPrompt
+from ascendctl.junit import junit_xml
+from ascendctl.quality.report import failure_lines, junit_report, quality_table
 from ascendctl.quality.result import PromptSetInfo, QualityReport, Reference
 
 GOOD = Path(__file__).parent.parent / "fixtures" / "inventories" / "good.yaml"
@@ -78,7 +79,7 @@ def test_junit_has_one_testcase_per_prompt(tmp_path):
                                    NodeAnswer("name", None, None, None, "/v1/completions "
                                               "timed out: timed out", 30.0)], None, "prompts")
     path = tmp_path / "q.xml"
-    path.write_bytes(junit_xml(report))
+    path.write_bytes(junit_xml(junit_report(report)))
     suite = JUnitXml.fromfile(str(path))
     cases = {c.name: c for s in suite for c in s}
     assert list(cases) == ["prompt.sum", "prompt.name"]
@@ -110,7 +111,7 @@ def test_an_agreement_failure_names_the_gate_the_reference_and_the_differing_ans
                          "reference 'old p1'", "    got 'new 1'"]
     assert len(lines) == 6          # the three differing prompts, not the identical one
     path = tmp_path / "a.xml"
-    path.write_bytes(junit_xml(report))
+    path.write_bytes(junit_xml(junit_report(report)))
     cases = {c.name: c for s in JUnitXml.fromfile(str(path)) for c in s}
     # a differing answer is not a failed prompt; the set's agreement is the testcase that fails
     assert [n for n, c in cases.items() if not c.is_passed] == ["agreement"]
@@ -175,7 +176,7 @@ def test_junit_stays_well_formed_whatever_the_model_answers(tmp_path):
                                    NodeAnswer("name", raw, [2], "stop", None, 0.3)],
                        None, "prompts")
     path = tmp_path / "q.xml"
-    path.write_bytes(junit_xml(report))
+    path.write_bytes(junit_xml(junit_report(report)))
     cases = {c.name: c for s in JUnitXml.fromfile(str(path)) for c in s}
     failure = cases["prompt.sum"].result[0]
     assert "bell\\x07 nul\\x00 esc\\x1b ok\u00e9 \\ufffe end" in failure.text

@@ -138,7 +138,7 @@ def test_a_long_cluster_name_still_passes_nginx_t(tmp_path):
 
 
 def test_the_lab_inventory_of_two_replicas(tmp_path):
-    from ascendctl.lab import inventory
+    from ascendctl_lab import inventory
 
     nodes = [{"name": f"node{i}", "mgmt_ip": f"198.18.1.{11 + i}", "rank": i, "nic": "host0",
               "device_ips": [f"198.19.1.{11 + 8 * i + p}" for p in range(8)]} for i in range(2)]

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from ascendctl.lab import provision
-from ascendctl.lab.sim import files, hccn_tool, lspci, npu_smi
-from ascendctl.lab.sim import state as st
+from ascendctl_lab import provision
+from ascendctl_lab.sim import files, hccn_tool, lspci, npu_smi
+from ascendctl_lab.sim import state as st
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 

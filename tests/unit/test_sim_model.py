@@ -7,7 +7,7 @@ import struct
 
 import pytest
 
-from ascendctl.lab.model import HEAD_DIM, build_model
+from ascendctl_lab.model import HEAD_DIM, build_model
 
 
 def read_header(path) -> dict:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 
-from ascendctl.lab import faults
-from ascendctl.lab.sim import state as st
+from ascendctl_lab import faults
+from ascendctl_lab.sim import state as st
 
 
 def _nums(version: str) -> tuple[int, ...]:

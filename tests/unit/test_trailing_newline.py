@@ -9,7 +9,7 @@ from ascendctl.errors import InputError
 
 
 def test_lab_name():
-    from ascendctl.lab.registry import validate_name
+    from ascendctl_lab.registry import validate_name
 
     assert validate_name("lab1") == "lab1"
     with pytest.raises(InputError):

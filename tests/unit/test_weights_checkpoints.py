@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ascendctl.lab.model import write_safetensors
+from ascendctl_lab.model import write_safetensors
 
 QWEN3_LAYER = ("input_layernorm.weight", "post_attention_layernorm.weight",
                "self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",

@@ -29,6 +29,7 @@ from ascendctl.deploy.run import DeployRun
 from ascendctl.playbook.modules import (
     FileDiff, Module, ModuleContext, ModuleError, ModuleResult, register_module,
 )
+from ascendctl.render.proxy import render_site, site_path
 from ascendctl.transport.nodecall import NodeCallError, call_node
 
 if TYPE_CHECKING:
@@ -40,8 +41,6 @@ IN_FLIGHT = ("vllm:num_requests_running", "vllm:num_requests_waiting")
 
 def apply_site(ctx: ModuleContext, run: DeployRun, drained: set[str]) -> dict[str, Any]:
     """The site with DRAINED out of the balancer, on the gateway (one remote execution)."""
-    from ascendctl.render.proxy import render_site, site_path
-
     inv = ctx.inventory
     gateway = inv.gateway
     assert gateway is not None
@@ -77,8 +76,6 @@ class ProxySite(Module):
     Args = NoArgs
 
     def run(self, ctx: ModuleContext, args: NoArgs) -> ModuleResult:
-        from ascendctl.render.proxy import site_path
-
         inv = ctx.inventory
         gateway = inv.gateway
         if gateway is None:

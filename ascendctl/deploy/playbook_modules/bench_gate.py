@@ -11,14 +11,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ascendctl.benchmark.run import run_bench
+from ascendctl.benchmark.settings import (
+    DEFAULT_CONCURRENCY, DEFAULT_INPUT_LEN, DEFAULT_OUTPUT_LEN, BenchSettings,
+)
 from ascendctl.deploy.playbook_modules.common import NoArgs
 from ascendctl.deploy.run import DeployRun
+from ascendctl.errors import AscendctlError
 from ascendctl.playbook.modules import (
     Module, ModuleContext, ModuleError, ModuleResult, register_module,
 )
 
 if TYPE_CHECKING:
-    from ascendctl.benchmark.settings import BenchSettings
     from ascendctl.inventory import Inventory
 
 BENCH_GATE_TIMEOUT_S = 900.0
@@ -27,10 +31,6 @@ OFF = "deploy.rolling.bench is off: no bench gate (docs/replicas.md)"
 
 def gate_settings(inv: "Inventory") -> "BenchSettings":
     """One round of requests that fits the deployment."""
-    from ascendctl.benchmark.settings import (
-        DEFAULT_CONCURRENCY, DEFAULT_INPUT_LEN, DEFAULT_OUTPUT_LEN, BenchSettings,
-    )
-
     s = inv.serving
     concurrency = max(1, min(DEFAULT_CONCURRENCY, s.max_num_seqs))
     return BenchSettings(input_len=max(1, min(DEFAULT_INPUT_LEN, s.max_model_len // 2)),
@@ -47,9 +47,6 @@ class BenchGate(Module):
     Args = NoArgs
 
     def run(self, ctx: ModuleContext, args: NoArgs) -> ModuleResult:
-        from ascendctl.benchmark.run import run_bench
-        from ascendctl.errors import AscendctlError
-
         run = DeployRun.of(ctx)
         run.require_no_failure(ctx)
         inv = ctx.inventory

@@ -20,6 +20,7 @@ from ascendctl.deploy.run import DeployRun
 from ascendctl.engine.identity import EngineError, EngineIdentity
 from ascendctl.engine.kinds import kind_named, kind_of, recorded_spec
 from ascendctl.engine.nodeops import EngineNodeOps
+from ascendctl.engine.present import engine_status, ensure_engine
 from ascendctl.playbook.modules import (
     Module, ModuleContext, ModuleError, ModuleResult, register_module,
 )
@@ -43,7 +44,6 @@ class EnginePresent(Module):
         hosts = run.hosts(ctx.play_hosts)
         if run.wanted is not None:
             return self._recorded(ctx, run, hosts)
-        from ascendctl.engine.present import engine_status, ensure_engine
 
         plan = run.engine_plan()
         unmanaged = kind_of(ctx.inventory.engine).unmanaged(ctx.inventory)

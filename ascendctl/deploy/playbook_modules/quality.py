@@ -24,13 +24,17 @@ from ascendctl_runtime.layout import ENGINE_UNIT
 
 from ascendctl.deploy.playbook_modules.common import NoArgs
 from ascendctl.deploy.run import DeployRun
+from ascendctl.errors import AscendctlError
 from ascendctl.playbook.modules import (
     Module, ModuleContext, ModuleError, ModuleResult, register_module,
 )
+from ascendctl.quality.gate import (
+    LiveReference, QualityGateError, has_recorded_answers, run_quality_gate,
+)
+from ascendctl.quality.report import failure_lines
 
 if TYPE_CHECKING:
     from ascendctl.inventory import Host
-    from ascendctl.quality.gate import LiveReference
 
 NO_GATE = "no slo.quality in the inventory: no quality gate (docs/quality.md)"
 
@@ -49,9 +53,6 @@ class QualityBaseline(Module):
     Args = NoArgs
 
     def run(self, ctx: ModuleContext, args: NoArgs) -> ModuleResult:
-        from ascendctl.errors import AscendctlError
-        from ascendctl.quality.gate import has_recorded_answers, run_quality_gate
-
         run = DeployRun.of(ctx)
         run.require_no_failure(ctx)
         inv = ctx.inventory
@@ -117,9 +118,6 @@ class QualityGateStep(Module):
     Args = _GateArgs
 
     def run(self, ctx: ModuleContext, args: _GateArgs) -> ModuleResult:
-        from ascendctl.quality.gate import QualityGateError, run_quality_gate
-        from ascendctl.quality.report import failure_lines
-
         run = DeployRun.of(ctx)
         run.require_no_failure(ctx)
         inv = ctx.inventory
@@ -165,8 +163,6 @@ class QualityGateStep(Module):
     def _live(ctx: ModuleContext, run: DeployRun, group: str,
               previous: Optional[str]) -> Optional["LiveReference"]:
         """A head of another group that still serves PREVIOUS (not switched yet)."""
-        from ascendctl.quality.gate import LiveReference
-
         if previous is None:
             return None
         for other in ctx.inventory.serving_groups:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Optional
 
+from ascendctl_runtime.layout import ALL_UNITS
 from ascendctl.deploy.engines import POLL_S, StepFailed
 from ascendctl.deploy.playbook_modules.common import NoArgs, engine
 from ascendctl.deploy.playbook_modules.switch import still_up
@@ -234,8 +235,6 @@ def record_failure(ctx: ModuleContext, run: DeployRun, release_id: str) -> None:
 
 def read_currents(ctx: ModuleContext, run: DeployRun) -> dict[str, Optional[str]]:
     """Each node's `current` now (for a truthful report after a failed restore)."""
-    from ascendctl_runtime.layout import ALL_UNITS
-
     def one(conn: "Remote") -> Optional[str]:
         try:
             return run.ops(run.inv.host(conn.name), conn).state(ALL_UNITS).current

@@ -16,6 +16,8 @@ from ascendctl.playbook.modules import (
     FileDiff, Module, ModuleContext, ModuleError, ModuleResult, register_module,
 )
 from ascendctl.render.files import release_dir
+from ascendctl.weights.push import gather_states, push
+from ascendctl.weights.remote import materialise_model, node_access
 
 
 @register_module("release_facts")
@@ -120,7 +122,6 @@ class WeightsPush(Module):
         if plan is None:
             return ModuleResult(msg=f"model.path {ctx.inventory.model.path}: weights are "
                                 "already on the nodes")
-        from ascendctl.weights.push import gather_states, push
 
         pool = ctx.pool
         if ctx.check:
@@ -157,7 +158,6 @@ class ReleaseModel(Module):
             if not result.ok:
                 raise ModuleError(f"cannot link {dest}: {result.stderr.strip()[-200:]}")
             return ModuleResult(msg=f"{dest} -> {model_path}")
-        from ascendctl.weights.remote import materialise_model, node_access
 
         node_plan = next(n for n in plan.nodes if n.name == ctx.host.name)
         answer = materialise_model(ctx.conn, node_access(ctx.inventory, ctx.host), node_plan,

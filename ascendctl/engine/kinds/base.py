@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ascendctl.engine.identity import EngineError, EngineIdentity
+from ascendctl.engine.nodeops import EngineNodeOps
 from ascendctl.inventory.engine import EngineSpec
 
 if TYPE_CHECKING:
-    from ascendctl.engine.nodeops import EngineNodeOps
     from ascendctl.inventory import Host, Inventory
 
 Path = tuple[Any, ...]
@@ -205,7 +205,6 @@ def map_nodes(pool: Any, hosts: Sequence[Host], fn: Callable[[Any], Any]) -> dic
 
 def node_ops(inv: Inventory, pool: Any, name: str) -> EngineNodeOps:
     # the transport only when a node is asked: loading the kinds (every command) stays light
-    from ascendctl.engine.nodeops import EngineNodeOps
 
     host = inv.host(name)
     return EngineNodeOps(pool.conn(name), node=name, root=inv.deploy.root,

@@ -26,6 +26,7 @@ from ascendctl.facts.versions import try_parse_version
 from ascendctl.inventory.container_safety import engine_problems
 from ascendctl.inventory.engine import EngineSpec
 from ascendctl.inventory.excerpt import excerpt
+from ascendctl.weights.files_push import hashed_files
 
 if TYPE_CHECKING:
     from ascendctl.engine.nodeops import EngineNodeOps
@@ -166,8 +167,6 @@ class ContainerKind(EngineKind):
     # -- present / prune -----------------------------------------------------------------
 
     def plan(self, inv, pool=None, *, cache=None, hosts: Sequence[Any]) -> EnginePlan:
-        from ascendctl.weights.files_push import hashed_files
-
         spec = inv.engine
         if spec.archive:
             identity, held = archive_identity(spec.archive, spec.image)

@@ -25,6 +25,7 @@ from ascendctl.engine.kinds.base import (
     refuse_serving_engine,
 )
 from ascendctl.inventory.engine import EngineSpec
+from ascendctl.weights.files_push import hashed_files
 
 if TYPE_CHECKING:
     from ascendctl.engine.nodeops import EngineNodeOps
@@ -126,8 +127,6 @@ class VenvKind(EngineKind):
     # -- present / prune -----------------------------------------------------------------
 
     def plan(self, inv, pool=None, *, cache=None, hosts: Sequence[Any]) -> EnginePlan:
-        from ascendctl.weights.files_push import hashed_files
-
         spec = inv.engine
         wheelhouse = read_wheelhouse(spec.wheelhouse or "", cache=cache)
         identity = venv_identity(wheelhouse, spec.python or inv.deploy.python, spec.packages)

@@ -14,6 +14,7 @@ from typing import Any, Literal, Optional
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from ascendctl.errors import InputError
+from ascendctl.inventory.inputfile import open_input_file, read_input_bytes
 from ascendctl.playbook.modules.base import (
     FileDiff, Module, ModuleContext, ModuleError, ModuleResult, register_module,
 )
@@ -156,8 +157,6 @@ class CopyModule(Module):
         contacted: a regular file of at most MAX_COPY_SOURCE_BYTES (nothing is read)."""
         src = args.get("src")
         if isinstance(src, str) and not is_template(src):
-            from ascendctl.inventory.inputfile import open_input_file
-
             source = cls.local_source(src, playbook_dir)
             try:
                 with open_input_file(source, what="copy source",
@@ -170,8 +169,6 @@ class CopyModule(Module):
         if args.content is not None:
             data: bytes = args.content.encode()
         else:
-            from ascendctl.inventory.inputfile import read_input_bytes
-
             source = self.local_source(args.src, ctx.playbook_dir)
             try:
                 data = read_input_bytes(source, limit=MAX_COPY_SOURCE_BYTES,

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from ascendctl.errors import InputError
 from ascendctl.inventory.inputfile import MAX_DEPTH, json_depth, read_input_bytes
 from ascendctl.inventory.secretscan import secret_kind
+from ascendctl.inventory.yamlsrc import load_yaml_with_lines
 
 if TYPE_CHECKING:
     from ascendctl.inventory.yamlsrc import SourceMap
@@ -79,8 +80,6 @@ def read_entries(path: Path) -> list[Located]:
 # -- YAML -------------------------------------------------------------------------------------
 
 def yaml_entries(path: Path) -> list[Located]:
-    from ascendctl.inventory.yamlsrc import load_yaml_with_lines
-
     data, source = load_yaml_with_lines(
         path, max_bytes=MAX_YAML_BYTES, what=WHAT, max_values=MAX_YAML_VALUES,
         too_many=f"more than {MAX_YAML_VALUES} values: a YAML prompt set holds at most "

@@ -14,15 +14,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ascendctl.errors import InputError
-from ascendctl.lab import image as lab_image
-from ascendctl.lab import network as net
-from ascendctl.lab import node as lab_node
-from ascendctl.lab import paths, provision, registry
-from ascendctl.lab.hostcmd import LabError, check_host, run
-from ascendctl.lab.sim import state as sim_state
+from ascendctl.extras import require_extra
+from ascendctl_lab import faults, inventory, paths, provision, registry
+from ascendctl_lab import image as lab_image
+from ascendctl_lab import network as net
+from ascendctl_lab import node as lab_node
+from ascendctl_lab.engine_image import ENGINE_COMMAND, build_engine_image
+from ascendctl_lab.hostcmd import LabError, check_host, run
+from ascendctl_lab.model import build_model
+from ascendctl_lab.sim import state as sim_state
+from ascendctl_lab.wheelhouse import build_wheelhouse
 
 if TYPE_CHECKING:
-    from ascendctl.lab.network import LabNet
+    from ascendctl_lab.network import LabNet
 
 Progress = Callable[[str], None]
 DEFAULT_NAME = "lab"
@@ -180,7 +184,6 @@ class Lab:
         if engine != "host" and not with_vllm:
             raise InputError("the container and venv engines are built from the vLLM layer; "
                              "drop --no-vllm", field="--engine")
-        from ascendctl.extras import require_extra
 
         require_extra("lab", "ascendctl lab")   # the tiny model is built on this machine
         check_host()
@@ -248,8 +251,6 @@ class Lab:
         self._wait_nodes_ready(self.nodes, say)
         self._write_known_hosts()
         if not (self.model_dir / "model.safetensors.index.json").exists():
-            from ascendctl.lab.model import build_model
-
             build_model(self.model_dir)
         self._write_inventory(self._engine_section(engine, say), replicas)
         say(f"lab {self.name!r} ready in {time.monotonic() - started:.1f}s; "
@@ -321,14 +322,10 @@ class Lab:
     @staticmethod
     def _engine_section(engine: str, say: Progress) -> str | dict:
         if engine == "container":
-            from ascendctl.lab.engine_image import ENGINE_COMMAND, build_engine_image
-
             built = build_engine_image(progress=say)
             return {"kind": "container", "runtime": "podman", "image": built.image,
                     "archive": str(built.archive), "command": ENGINE_COMMAND}
         if engine == "venv":
-            from ascendctl.lab.wheelhouse import build_wheelhouse
-
             return {"kind": "venv", "wheelhouse": str(build_wheelhouse(say)),
                     "command": "vllm"}
         return f"{lab_image.VLLM_DIR}/bin/vllm"
@@ -339,8 +336,6 @@ class Lab:
         return self.state_dir / "api-key"
 
     def _write_inventory(self, engine: str | dict, replicas: int = 1) -> None:
-        from ascendctl.lab import inventory
-
         key_file = None
         if replicas > 1:
             key_file = self.api_key_file
@@ -455,8 +450,6 @@ class Lab:
 
     # ---- faults ---------------------------------------------------------------------
     def fault(self, node: str, kind: str, value: str | None = None) -> str:
-        from ascendctl.lab import faults
-
         message = faults.inject(self, node, kind, value)
         record = self._load()
         assert record is not None
@@ -466,8 +459,6 @@ class Lab:
         return message
 
     def heal(self, node: str | None = None) -> list[str]:
-        from ascendctl.lab import faults
-
         names = [node] if node else [n.name for n in self.nodes]
         for name in names:
             self.node(name)
@@ -478,9 +469,3 @@ class Lab:
             record.setdefault("faults", {}).pop(name, None)
             self._save()
         return names
-
-
-def list_labs() -> list[str]:
-    root = paths.labs_dir()
-    return sorted(p.name for p in root.iterdir() if (p / "lab.json").exists()) \
-        if root.is_dir() else []

@@ -3,7 +3,7 @@ deadline when the gate judges the answers.
 
 Python's `re` has no time limit: `^(\\d+)+$` against 26 digits and an `x` backtracks for
 seconds, doubling with every digit. A search therefore runs in a child process
-(regex_child.py, one for the whole gate) that is killed when it passes the deadline; the
+(prompt_regex_child.py, one for the whole gate) that is killed when it passes the deadline; the
 prompt fails with the reason, the next pattern gets a fresh child, and the gate goes on.
 The text searched is bounded too: a longer answer fails its regex without a search.
 """
@@ -26,7 +26,7 @@ START_TIMEOUT_S = 30.0            # a loaded jump host may take long to start Py
 MAX_SEARCHED_CHARS = 1 << 16      # far above a 4096-token answer
 MAX_PATTERN_CHARS = 2000
 MAX_PATTERN_NESTING = 32
-CHILD = Path(__file__).with_name("regex_child.py")
+CHILD = Path(__file__).with_name("prompt_regex_child.py")
 # what re.compile raises besides re.error: nesting beyond the parser's recursion,
 # repeat counts beyond a C long (`a{99999999999}`)
 COMPILE_ERRORS = (re.error, RecursionError, OverflowError, MemoryError, ValueError, TypeError)

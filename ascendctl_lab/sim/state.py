@@ -62,7 +62,6 @@ CHIPS: dict[str, dict] = {
 A2_BUS_IDS = ("0000:C1:00.0", "0000:C2:00.0", "0000:81:00.0", "0000:82:00.0",
               "0000:01:00.0", "0000:02:00.0", "0000:41:00.0", "0000:42:00.0")
 
-HEALTHY_ERROR_CODES: list[str] = []
 # A real Alarm set from the faultdiag capture (npu-smi_info_t_health.txt).
 ALARM_ERROR_CODES = ["A4025021", "8C03A000", "8C084E00"]
 ALARM_ERROR_INFO = [
@@ -191,9 +190,3 @@ def save(state: dict, path: str | None = None) -> None:
 def visible(state: dict) -> list[dict]:
     """The NPUs the driver reports (a `npu-missing` fault hides the last ones)."""
     return state["npus"][: state.get("visible_npus", len(state["npus"]))]
-
-
-def clone(state: dict) -> dict:
-    import copy
-
-    return copy.deepcopy(state)

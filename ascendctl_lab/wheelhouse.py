@@ -22,9 +22,9 @@ import zipfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ascendctl.lab import paths
-from ascendctl.lab.hostcmd import LabError, run
-from ascendctl.lab.image import (
+from ascendctl_lab import paths
+from ascendctl_lab.hostcmd import LabError, run
+from ascendctl_lab.image import (
     VLLM_VERSION, Progress, _chroot_script, _digest, _lock, engine_layers, ensure_image,
 )
 

@@ -1,5 +1,5 @@
 """The child process that searches the quality gate's regular expressions (standard library
-only; run as `python -I -S regex_child.py` by ascendctl/quality/matching.py).
+only; run as `python -I -S prompt_regex_child.py` by ascendctl/inventory/prompt_regex.py).
 
 It says {"ready": true} once it runs; then, for each JSON request on a line of stdin,
 {"pattern": ..., "text": ...}, one JSON answer on a line of stdout: {"matched": bool} or

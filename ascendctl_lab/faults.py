@@ -9,11 +9,12 @@ import time
 from typing import TYPE_CHECKING
 
 from ascendctl.errors import InputError
-from ascendctl.lab import network as net
-from ascendctl.lab.sim import state as sim_state
+from ascendctl_lab import network as net
+from ascendctl_lab.provision import hccn_conf
+from ascendctl_lab.sim import state as sim_state
 
 if TYPE_CHECKING:
-    from ascendctl.lab.lab import Lab
+    from ascendctl_lab.lab import Lab
 
 STATE_FILE = "/etc/ascend-sim/state.json"
 LEFTOVER_UNIT = "ascend-leftover-npu"
@@ -245,7 +246,6 @@ def heal(lab: Lab, node: str) -> None:
     links_before = {p: _link_up(target.netns, p) for p in range(lab.npus_per_node)}
     net.configure_roce(lab.net, target.rank, target.netns, lab.npus_per_node,
                        int(record["roce_mtu"]), dict(enumerate(target.device_ips)))
-    from ascendctl.lab.provision import hccn_conf
 
     lab.exec(node, ["sh", "-c", "cat > /etc/hccn.conf"],
              input=hccn_conf(target.device_ips, net.NETMASK, lab.net.roce_host_ip,

@@ -22,11 +22,11 @@ from pathlib import Path
 
 from ascendctl.engine.archive import LayerTar, image_config, write_docker_archive, write_layer_tar
 from ascendctl.errors import InputError
-from ascendctl.lab import paths
-from ascendctl.lab.hostcmd import LabError
-from ascendctl.lab.image import VLLM_DIR, VLLM_VERSION, Progress, _lock, engine_layers, ensure_image
-from ascendctl.lab.sim import files as sim_files
-from ascendctl.lab.sim import state as sim_state
+from ascendctl_lab import paths
+from ascendctl_lab.hostcmd import LabError
+from ascendctl_lab.image import VLLM_DIR, VLLM_VERSION, Progress, _lock, engine_layers, ensure_image
+from ascendctl_lab.sim import files as sim_files
+from ascendctl_lab.sim import state as sim_state
 
 REPOSITORY = "localhost/ascendctl-lab/vllm-cpu"
 DEFAULT_TAG = "v1"

@@ -5,7 +5,9 @@ Every problem is reported as `file:line: field: message` (InputError) before any
 contacted: unknown keys, a prompt that is neither text nor chat messages, two
 expectations on one prompt, a regular expression that does not compile (or is too long or
 nested too deep), duplicate ids, a literal secret, terminal control characters. Reading
-the file, bounded, is promptfile.py; searching the regular expressions, matching.py.
+the file, bounded, is promptfile.py; searching the regular expressions, prompt_regex.py.
+Read with the inventory (slo.quality names the file); the gate (ascendctl/quality/) uses
+the loaded set.
 """
 
 from __future__ import annotations
@@ -15,14 +17,14 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Literal, Optional, Union
+from typing import Any, Callable, Literal, Optional, Union
 
 from ascendctl.errors import InputError
-from ascendctl.quality.matching import RegexSearcher, pattern_problem
+from ascendctl.inventory.prompt_regex import RegexSearcher, pattern_problem
+from ascendctl.inventory.promptfile import Located, read_entries, short
+from ascendctl.inventory.secretscan import secret_kind
+from ascendctl.paths import package_data
 
-if TYPE_CHECKING:
-    # not at run time: promptfile reads through ascendctl.inventory, which imports this
-    from ascendctl.quality.promptfile import Located
 
 ExpectKind = Literal["exact", "contains", "regex"]
 EXPECT_KINDS: tuple[ExpectKind, ...] = ("exact", "contains", "regex")
@@ -32,7 +34,7 @@ ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,63}")
 MAX_MESSAGES = 256
 MAX_TOKENS_LIMIT = 4096
 BUILTIN = "builtin"
-BUILTIN_PACKAGE = "ascendctl.quality"
+BUILTIN_PACKAGE = "ascendctl.inventory"
 BUILTIN_FILE = "agreement_prompts.yaml"
 # What no prompt or expected answer may hold: control characters other than newline, tab
 # and carriage return (ESC and the C1 set drive the terminal a report is printed on), the
@@ -166,16 +168,12 @@ def check_token_limits(prompt_set: PromptSet, default_max_tokens: int, max_model
 def load_prompt_file(path: Union[str, Path], *, require_expectations: bool) -> PromptSet:
     """Read and validate a prompt set (.yaml/.yml: a list of entries; .jsonl: one JSON
     object per line)."""
-    from ascendctl.quality.promptfile import read_entries
-
     path = Path(path)
     return _build(str(path), read_entries(path), require_expectations)
 
 
 def builtin_prompt_set() -> PromptSet:
     """The prompt set shipped with ascendctl (no expected answers: for agreement)."""
-    from ascendctl.paths import package_data
-
     path = package_data(BUILTIN_PACKAGE) / "data" / BUILTIN_FILE
     loaded = load_prompt_file(path, require_expectations=False)
     return PromptSet(source=BUILTIN, prompts=loaded.prompts)
@@ -214,7 +212,6 @@ class _Entry:
         if not isinstance(entry, dict):
             raise self.fail((), "each prompt is a mapping with `prompt` (or `messages`) and "
                                 "an expected answer")
-        from ascendctl.quality.promptfile import short
 
         for key in entry:
             if key not in PROMPT_KEYS:
@@ -246,8 +243,6 @@ class _Entry:
     def refuse_secrets(self) -> None:
         """Every key and text in the entry, in file order, through the inventory's secret
         scanner: a gate record keeps the prompts and reports print them."""
-        from ascendctl.inventory.secretscan import secret_kind
-
         stack: list[tuple[tuple[Any, ...], Any]] = [((), self.located.value)]
         while stack:
             path, value = stack.pop()
@@ -291,7 +286,6 @@ class _Entry:
             raise self.fail(path, "must be a non-empty list of {role, content}")
         if len(value) > MAX_MESSAGES:
             raise self.fail(path, f"{len(value)} messages; at most {MAX_MESSAGES}")
-        from ascendctl.quality.promptfile import short
 
         messages = []
         for index, message in enumerate(value):

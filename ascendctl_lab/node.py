@@ -10,7 +10,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from ascendctl.lab.hostcmd import LabError
+from ascendctl_lab.hostcmd import LabError
 
 CGROUP_HIERARCHIES = ("/sys/fs/cgroup/systemd", "/sys/fs/cgroup/unified")
 NODE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"

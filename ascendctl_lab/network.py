@@ -12,7 +12,7 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass
 
-from ascendctl.lab.hostcmd import run
+from ascendctl_lab.hostcmd import run
 
 FIRST_HOST = 11
 ROCE_MTU = 4200

@@ -29,8 +29,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ascendctl.lab import paths
-from ascendctl.lab.hostcmd import LabError, run
+from ascendctl_lab import paths
+from ascendctl_lab.hostcmd import LabError, run
 
 Progress = Callable[[str], None]
 

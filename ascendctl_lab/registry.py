@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterator
 
 from ascendctl.errors import InputError
-from ascendctl.lab import paths
+from ascendctl_lab import paths
 
 MAX_INDEX = 250
 NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
@@ -67,8 +67,3 @@ def lookup(name: str) -> int | None:
 def release(name: str) -> None:
     with _locked() as data:
         data["labs"].pop(name, None)
-
-
-def all_labs() -> dict[str, int]:
-    with _locked() as data:
-        return {name: int(v["index"]) for name, v in data["labs"].items()}

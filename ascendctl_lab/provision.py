@@ -14,8 +14,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from ascendctl.lab.hostcmd import run
-from ascendctl.lab.sim import state as sim_state
+from ascendctl_lab.hostcmd import run
+from ascendctl_lab.sim import state as sim_state
 
 SIM_DIR = Path(__file__).resolve().parent / "sim"
 SIM_MODULES = ("__init__.py", "state.py", "npu_smi.py", "hccn_tool.py", "files.py", "lspci.py")
