@@ -108,9 +108,9 @@ def test_a_layer_of_many_members_is_read_in_linear_time(tmp_path):
         for i in range(20_000):
             tar.addfile(tarfile.TarInfo(f"usr/lib/f{i}"))
     archive = layer_archive(tmp_path, out.getvalue())
-    started = time.monotonic()
+    started = time.process_time()
     assert read_archive_files(archive, CANN_FILES) == {}
-    assert time.monotonic() - started < 10
+    assert time.process_time() - started < 10
 
 
 def test_preflight_reports_an_unreadable_archive_as_a_check(tmp_path):

@@ -144,9 +144,9 @@ def test_a_large_index_is_read_in_linear_time(tmp_path):
     weight_map = {f"model.layers.{i // 1000}.mlp.experts.{i % 1000}.down_proj.weight":
                   shards[i % 100] for i in range(100_000)}
     (tmp_path / INDEX_NAME).write_text(json.dumps({"weight_map": weight_map}, indent=2))
-    started = time.monotonic()
+    started = time.process_time()
     assert len(read_index(tmp_path)["weight_map"]) == 100_000
-    assert time.monotonic() - started < 20
+    assert time.process_time() - started < 20
 
 
 # -- weights plan -i INV: safetensors headers and config.json -----------------------------

@@ -153,9 +153,9 @@ def test_one_leading_bom_is_skipped(tmp_path):
 def test_a_deep_line_is_refused_before_it_is_parsed(tmp_path):
     path = write(tmp_path, "p.jsonl", '{"prompt": "a", "contains": "b", "x": '
                  + "[" * 200_000 + "]" * 200_000 + "}\n")
-    started = time.monotonic()
+    started = time.process_time()
     error = refused(path)
-    assert time.monotonic() - started < 1.0
+    assert time.process_time() - started < 1.0
     assert str(error) == f"{path}:1: nested 200001 levels deep (at most 64)"
 
 
@@ -163,9 +163,9 @@ def test_an_unterminated_line_of_escaped_quotes_is_read_in_linear_time(tmp_path)
     """json_depth once rescanned the rest of the line from every quote: 80 KB took 35 s."""
     path = write(tmp_path, "p.jsonl", '{"prompt": "' + '\\"' * ((MAX_JSONL_BYTES - 20) // 2)
                  + "\n")
-    started = time.monotonic()
+    started = time.process_time()
     error = refused(path)
-    assert time.monotonic() - started < LOAD_BOUND_S
+    assert time.process_time() - started < LOAD_BOUND_S
     assert str(error).startswith(f"{path}:1: not a JSON object: Unterminated string")
 
 
@@ -233,9 +233,9 @@ def test_a_yaml_set_at_its_size_limit_loads_quickly(tmp_path):
     entry = f'- prompt: "{words(per_entry)[:per_entry - frame]}"\n  contains: "x"\n'
     path = write(tmp_path, "p.yaml", entry * MAX_ENTRIES)
     assert MAX_YAML_BYTES - MAX_ENTRIES <= path.stat().st_size <= MAX_YAML_BYTES
-    started = time.monotonic()
+    started = time.process_time()
     loaded = load_prompt_file(path, require_expectations=True)
-    assert time.monotonic() - started < LOAD_BOUND_S
+    assert time.process_time() - started < LOAD_BOUND_S
     assert len(loaded.prompts) == MAX_ENTRIES
 
 
@@ -245,18 +245,18 @@ def test_a_jsonl_set_at_its_size_limit_loads_quickly(tmp_path):
     line = json.dumps({"prompt": words(per_line)[:per_line - frame], "contains": "x"}) + "\n"
     path = write(tmp_path, "p.jsonl", line * MAX_ENTRIES)
     assert MAX_JSONL_BYTES - MAX_ENTRIES <= path.stat().st_size <= MAX_JSONL_BYTES
-    started = time.monotonic()
+    started = time.process_time()
     loaded = load_prompt_file(path, require_expectations=True)
-    assert time.monotonic() - started < LOAD_BOUND_S
+    assert time.process_time() - started < LOAD_BOUND_S
     assert len(loaded.prompts) == MAX_ENTRIES
 
 
 def test_a_yaml_file_of_tiny_values_is_refused_before_it_is_composed(tmp_path):
     path = write(tmp_path, "p.yaml", "- {prompt: a, contains: b}\n- ["
                  + ",".join("a" for _ in range(MAX_YAML_BYTES // 3)) + "]\n")
-    started = time.monotonic()
+    started = time.process_time()
     error = refused(path)
-    assert time.monotonic() - started < 0.5
+    assert time.process_time() - started < 0.5
     assert str(error).startswith(f"{path}:2: more than {MAX_YAML_VALUES} values")
 
 

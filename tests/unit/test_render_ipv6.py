@@ -16,6 +16,7 @@ import textwrap
 import threading
 import time
 import urllib.parse
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -342,8 +343,14 @@ def scrape_results(config: Path, storage: Path, *, jobs: int) -> dict[str, tuple
                                   log.read_text())
                 api = found and f"http://{found.group(1)}/api/v1/targets"
             if api:
-                with urllib.request.urlopen(api, timeout=5) as response:
-                    active = json.load(response)["data"]["activeTargets"]
+                try:
+                    with urllib.request.urlopen(api, timeout=5) as response:
+                        active = json.load(response)["data"]["activeTargets"]
+                except urllib.error.HTTPError as err:
+                    if err.code != 503:            # 503: listening, not ready yet
+                        raise
+                    time.sleep(0.25)
+                    continue
                 scraped = {t["labels"]["job"]: (t["scrapeUrl"], t["lastError"])
                            for t in active if not t["lastScrape"].startswith("0001-")}
                 if len(scraped) == jobs:
