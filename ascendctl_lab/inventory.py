@@ -35,13 +35,10 @@ def build(*, name: str, chip: str, npus: int, roce_mtu: int, netmask: str, key: 
                 # One pipeline stage per node (vLLM's CPU build runs PP across nodes).
                 # vLLM's CPU build: one pipeline stage per node over gloo, a fixed KV
                 # space (it cannot measure free device memory), each node's engine bound
-                # to its own CPU (a shared machine). Eager mode: the CPU build's
-                # torch.compile warm-up costs ~20 s of every engine start on this tiny
-                # model and buys nothing the lab measures.
+                # to its own CPU (a shared machine).
                 "serving": {"mode": "mp", "port": 8000,
                             "tensor_parallel_size": 1, "pipeline_parallel_size": per_group,
                             "max_model_len": 256, "max_num_seqs": 8, "startup_timeout": 300,
-                            "enforce_eager": True,
                             "env": {"VLLM_CPU_KVCACHE_SPACE": "1"}},
                 "versions": versions,
                 # SLOs for `ascendctl bench` with tiny settings (e.g. --input-len 32
