@@ -1,24 +1,22 @@
 """A saved log, read as `ascendctl doctor explain` needs it: a regular file (or standard
 input), streamed in blocks of whole lines, never more than a block and one line in memory.
 
-The file is checked the way the safe reader (ascendctl/inventory/inputfile.py) checks the
-files an operator hands us: opened non-blocking and fstat-ed, so a FIFO or a device is
-refused before anything is read, and a file over the size limit is refused up front
-(standard input is counted as it is read). A line longer than MAX_LINE_BYTES is kept to its
+The file is opened by the safe reader (ascendctl/inventory/inputfile.py), as every file an
+operator hands us: a FIFO or a device is refused before anything is read, and a file over
+the size limit is refused up front (standard input is counted as it is read). A line longer than MAX_LINE_BYTES is kept to its
 first MAX_LINE_BYTES and the rest dropped, so a log without newlines costs no more memory
 than one of normal lines.
 """
 
 from __future__ import annotations
 
-import os
-import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import BinaryIO, Optional
 
 from ascendctl.errors import InputError
+from ascendctl.inventory.inputfile import open_input_file
 
 MAX_LOG_BYTES = 16 << 30           # 16 GiB: a day of a busy cluster's engine logs
 MAX_LINE_BYTES = 1 << 20           # longer lines are matched on their first 1 MiB
@@ -36,33 +34,7 @@ def open_log(path: str, *, stdin: Optional[BinaryIO] = None,
             raise InputError("no standard input to read", field="FILE")
         yield stdin
         return
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except FileNotFoundError:
-        raise InputError("file not found", file=path) from None
-    except IsADirectoryError:
-        raise InputError("is a directory, not a log file", file=path) from None
-    except OSError as err:
-        raise InputError(f"cannot read: {err.strerror}", file=path) from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            kind = ("a directory" if stat.S_ISDIR(info.st_mode) else
-                    "a FIFO" if stat.S_ISFIFO(info.st_mode) else
-                    "a socket" if stat.S_ISSOCK(info.st_mode) else
-                    "a device" if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode)
-                    else "not a regular file")
-            raise InputError(f"{kind}, not a regular file: give the log file itself "
-                             "(or - to read standard input)", file=path)
-        if info.st_size > limit:
-            raise InputError(f"{info.st_size} bytes is too large for a log (limit {limit})",
-                             file=path)
-        os.set_blocking(fd, True)
-        handle = os.fdopen(fd, "rb")
-    except BaseException:
-        os.close(fd)
-        raise
-    with handle:
+    with open_input_file(path, what="log", limit=limit) as handle:
         yield handle
 
 

@@ -87,20 +87,12 @@ def print_report(report: DoctorReport, console: Any) -> None:
     console.print(f"doctor: {report.cluster}: collected the last {report.since_s} s from {nodes}")
     shown = [f for f in report.findings if f.severity != "info"]
     for index, f in enumerate(shown, start=1):
-        style = {"error": "red", "warning": "yellow"}[f.severity]
         seen = _when(f.first_seen) + (f" … {_when(f.last_seen)}"
                                       if f.last_seen and f.last_seen != f.first_seen else "")
-        tags = []
-        if f.root_cause:
-            tags.append("[bold]probable root cause[/bold]")
-        if f.umbrella:
-            tags.append("consequence: see the earlier findings")
-        console.print(f"\n[{style}]{index}. {f.severity.upper()} {f.id}[/{style}] "
-                      f"{escape(f.title)} — [bold]{f.node}[/bold]"
-                      + (f" (group {escape(f.group)})" if f.group else "")
-                      + f", {f.count} line(s) "
-                      f"({seen})" + (f"  ← {'; '.join(tags)}" if tags else ""))
-        line = f.line if len(f.line) <= LINE_SHOWN else f.line[:LINE_SHOWN] + " …"
+        console.print(_heading(index, f, f"[bold]{f.node}[/bold]"
+                               + (f" (group {escape(f.group)})" if f.group else "")
+                               + f", {f.count} line(s) ({seen})"))
+        line = _shown(f.line)
         console.print(f"   log:   {escape(line)}")
         console.print(f"   cause: {escape(f.cause)}")
         console.print(f"   fix:   {escape(f.fix)}")
@@ -113,6 +105,25 @@ def print_report(report: DoctorReport, console: Any) -> None:
         console.print(f"\nbundle: {report.bundle}")
     style = {0: "green", 3: "yellow"}.get(int(report.exit_code), "red")
     console.print(f"[{style}]{escape(report.verdict())}[/{style}]")
+
+
+def _heading(index: int, finding: Any, where: str) -> str:
+    """A finding's first line, as the report and `doctor explain` both print it: number,
+    severity, id and title, then WHERE (node or line numbers) and its role in the chain."""
+    from rich.markup import escape
+
+    style = {"error": "red", "warning": "yellow"}[finding.severity]
+    tags = []
+    if finding.root_cause:
+        tags.append("[bold]probable root cause[/bold]")
+    if finding.umbrella:
+        tags.append("consequence: see the earlier findings")
+    return (f"\n[{style}]{index}. {finding.severity.upper()} {finding.id}[/{style}] "
+            f"{escape(finding.title)} — {where}" + (f"  ← {'; '.join(tags)}" if tags else ""))
+
+
+def _shown(line: str) -> str:
+    return line if len(line) <= LINE_SHOWN else line[:LINE_SHOWN] + " …"
 
 
 def _fields(values: dict[str, Any]) -> str:
@@ -130,19 +141,11 @@ def print_explanation(expl: Any, console: Any) -> None:
                   f"{expl.bytes} bytes{cut}")
     shown = [f for f in expl.findings if f.severity != "info"]
     for index, f in enumerate(shown, start=1):
-        style = {"error": "red", "warning": "yellow"}[f.severity]
         numbers = ", ".join(str(m.line) for m in f.matches)
         more = f" (+{f.count - len(f.matches)} more)" if f.count > len(f.matches) else ""
-        tags = []
-        if f.root_cause:
-            tags.append("[bold]probable root cause[/bold]")
-        if f.umbrella:
-            tags.append("consequence: see the earlier findings")
-        console.print(f"\n[{style}]{index}. {f.severity.upper()} {f.id}[/{style}] "
-                      f"{escape(f.title)} — {f.count} line(s): {numbers}{more}"
-                      + (f"  ← {'; '.join(tags)}" if tags else ""))
+        console.print(_heading(index, f, f"{f.count} line(s): {numbers}{more}"))
         first = f.matches[0]
-        line = first.text if len(first.text) <= LINE_SHOWN else first.text[:LINE_SHOWN] + " …"
+        line = _shown(first.text)
         console.print(f"   line {first.line}: {escape(line)}")
         if first.values:
             console.print(f"   fields: {escape(_fields(first.values))}")
