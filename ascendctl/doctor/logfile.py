@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import BinaryIO, Optional
+from typing import IO, Optional
 
 from ascendctl.errors import InputError
 from ascendctl.inventory.inputfile import open_input_file
@@ -25,8 +25,8 @@ STDIN = "-"
 
 
 @contextmanager
-def open_log(path: str, *, stdin: Optional[BinaryIO] = None,
-             limit: int = MAX_LOG_BYTES) -> Iterator[BinaryIO]:
+def open_log(path: str, *, stdin: Optional[IO[bytes]] = None,
+             limit: int = MAX_LOG_BYTES) -> Iterator[IO[bytes]]:
     """PATH opened for binary reading (`-`: STDIN). Not a regular file, missing,
     unreadable or larger than LIMIT: InputError, nothing read."""
     if path == STDIN:
@@ -53,7 +53,7 @@ class LogReader:
     """Blocks of whole lines from STREAM; `lines`, `bytes` and `cut_lines` count what was
     read so far."""
 
-    def __init__(self, stream: BinaryIO, *, name: str, max_bytes: int = MAX_LOG_BYTES,
+    def __init__(self, stream: IO[bytes], *, name: str, max_bytes: int = MAX_LOG_BYTES,
                  max_line: int = MAX_LINE_BYTES, block: int = BLOCK_BYTES):
         self.stream, self.name = stream, name
         self.max_bytes, self.max_line, self.block = max_bytes, max_line, block
