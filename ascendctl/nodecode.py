@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import sys
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -94,6 +95,7 @@ class NodeCode:
         self.packages = tuple(packages)
         self._modules: dict[str, NodeModule | None] = {}
         self._trees: dict[Path, ast.Module] = {}
+        self._parsing = threading.Lock()
 
     def shipped(self, name: str) -> bool:
         return any(_within(name, package) for package in self.packages)
@@ -131,9 +133,13 @@ class NodeCode:
         return found
 
     def _tree(self, path: Path) -> ast.Module:
-        if path not in self._trees:
-            self._trees[path] = ast.parse(path.read_bytes(), filename=str(path))
-        return self._trees[path]
+        # One parse at a time: CPython 3.11's ast.parse keeps its recursion depth in state
+        # shared by threads, and two parses at once fail with "AST constructor recursion
+        # depth mismatch" (python/cpython#106905).
+        with self._parsing:
+            if path not in self._trees:
+                self._trees[path] = ast.parse(path.read_bytes(), filename=str(path))
+            return self._trees[path]
 
     def imports_of(self, module: NodeModule) -> list[str]:
         """The node modules MODULE imports (ShippingError for any import that would not
