@@ -27,10 +27,11 @@ NOT_APPLICABLE = {
     ("node0", "roce.tls.uniform"), ("node1", "roce.tls.uniform"),
     ("node0", "launch.dp_ranks"), ("node1", "launch.dp_ranks"),
     ("node0", "net.head_ports"),             # the head does not probe itself
-    # engine.kind host: no container runtime or image; the CPU build has no vllm-ascend
-    # release set (engine.hdk)
+    # engine.kind host: no container runtime or image (nor its options: engine.unsafe); the
+    # CPU build has no vllm-ascend release set (engine.hdk)
     *((n, c) for n in ("node0", "node1")
-      for c in ("engine.runtime", "engine.image", "engine.image_cann", "engine.hdk")),
+      for c in ("engine.runtime", "engine.image", "engine.image_cann", "engine.hdk",
+                "engine.unsafe")),
 }
 
 
