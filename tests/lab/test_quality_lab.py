@@ -99,7 +99,7 @@ def agreement_prompt_file(directory: Path) -> Path:
     """The built-in prompt set plus two chat prompts (both endpoints, real engine)."""
     from ascendctl.paths import package_data
 
-    builtin = yaml.safe_load((package_data("ascendctl.quality") / "data" /
+    builtin = yaml.safe_load((package_data("ascendctl.inventory") / "data" /
                               "agreement_prompts.yaml").read_text())
     path = directory / "agree.yaml"
     path.write_text(yaml.safe_dump(builtin + CHAT_PROMPTS, sort_keys=False,

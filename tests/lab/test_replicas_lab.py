@@ -252,7 +252,7 @@ def wrong_answer_prompts(state: dict) -> Path:
     from ascendctl.paths import package_data
 
     source = {e["id"]: e for e in yaml.safe_load(
-        (package_data("ascendctl.quality") / "data" / "agreement_prompts.yaml").read_text())}
+        (package_data("ascendctl.inventory") / "data" / "agreement_prompts.yaml").read_text())}
     capital, story = answers["capital"]["text"], answers["story"]["text"]
     assert capital and story
     entries = [{"id": "capital", "prompt": source["capital"]["prompt"],
