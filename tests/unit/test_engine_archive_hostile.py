@@ -14,10 +14,8 @@ import hashlib
 import io
 import json
 import os
-import resource
 import socket
 import subprocess
-import sys
 import tarfile
 import zipfile
 from collections.abc import Callable, Iterable
@@ -27,12 +25,10 @@ import pytest
 import yaml
 
 from ascendctl.engine.archive import image_config
+from tests.unit.hostile_files import BUDGET, Cost, cli, refused
 from tests.unit.test_engine_identity import make_archive
 from tests.unit.test_plan_inventories import example_data
 
-ROOT = Path(__file__).resolve().parents[2]
-BUDGET = 2.0                 # seconds of work allowed beyond the CLI's own start-up
-HANG_TIMEOUT = 60            # a child still running after this is a hang: fail, kill it
 GIB2 = 2 << 30
 Member = tuple[tarfile.TarInfo, bytes]
 
@@ -136,53 +132,28 @@ def venv_inventory(tmp_path: Path, wheelhouse: Path) -> Path:
     return inventory(tmp_path, {"kind": "venv", "wheelhouse": str(wheelhouse)})
 
 
-def identity(inv: Path, tmp_path: Path) -> tuple[subprocess.CompletedProcess, float]:
-    env = {**os.environ, "HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "cache")}
-    started = children_cpu()
-    try:
-        done = subprocess.run([sys.executable, "-m", "ascendctl", "engine", "identity", "-i",
-                               str(inv), "--json"], capture_output=True, text=True, env=env,
-                              cwd=ROOT, stdin=subprocess.DEVNULL, timeout=HANG_TIMEOUT)
-    except subprocess.TimeoutExpired:          # subprocess.run has killed the child
-        pytest.fail(f"`ascendctl engine identity` still running after {HANG_TIMEOUT}s: hangs")
-    return done, children_cpu() - started
-
-
-def children_cpu() -> float:
-    """CPU seconds of the finished children: the work a refusal costs, which a loaded
-    machine (the lab suite beside) does not inflate as it does the wall clock; a hang is
-    the timeout's to catch."""
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
+def identity(inv: Path, tmp_path: Path) -> tuple[subprocess.CompletedProcess, Cost]:
+    return cli(tmp_path, "engine", "identity", "-i", inv, "--json")
 
 
 @pytest.fixture(scope="module")
-def startup(tmp_path_factory) -> float:
+def startup(tmp_path_factory) -> Cost:
     """What the CLI costs on a valid archive (start-up, imports): the bound's base."""
     tmp = tmp_path_factory.mktemp("startup")
     archive, _ = make_archive(tmp)
     inv = container_inventory(tmp, archive)
-    times = []
+    costs = []
     for _ in range(2):
-        done, elapsed = identity(inv, tmp)
+        done, cost = identity(inv, tmp)
         assert done.returncode == 0, done.stderr
-        times.append(elapsed)
-    return min(times)
+        costs.append(cost)
+    return Cost(min(c.wall for c in costs), min(c.cpu for c in costs))
 
 
 def assert_refused(tmp_path: Path, inv: Path, file: Path, field: str, phrase: str,
-                   startup: float) -> str:
-    done, elapsed = identity(inv, tmp_path)
-    assert "Traceback" not in done.stderr, done.stderr[-3000:]
-    assert done.returncode == 2, (done.returncode, done.stderr[-2000:])
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1, lines
-    assert lines[0].startswith(f"error: {file}: {field}: "), lines[0]
-    assert phrase in lines[0], lines[0]
-    assert len(lines[0]) < 600, lines[0]
-    assert done.stdout == ""
-    assert elapsed < startup + BUDGET, f"{elapsed:.2f}s (start-up {startup:.2f}s)"
-    return lines[0]
+                   startup: Cost) -> str:
+    return refused(identity(inv, tmp_path), startup, prefix=f"error: {file}: {field}: ",
+                   phrase=phrase)
 
 
 # -- hostile archives -------------------------------------------------------------------
@@ -461,10 +432,10 @@ def test_wheels_are_identified_by_their_bytes_not_opened_as_zips(tmp_path, start
                          compression=zipfile.ZIP_DEFLATED) as wheel:
         wheel.writestr("big-1.0.dist-info/METADATA", b"Name: big\n" + b" " * (64 << 20))
     inv = venv_inventory(tmp_path, root)
-    done, elapsed = identity(inv, tmp_path)
+    done, cost = identity(inv, tmp_path)
     assert done.returncode == 0, done.stderr
     first = json.loads(done.stdout)
-    assert first["kind"] == "venv" and elapsed < startup + BUDGET
+    assert first["kind"] == "venv" and cost.cpu < startup.cpu + BUDGET
     (root / "broken-1.0-py3-none-any.whl").write_bytes(b"PK\x03\x04 another broken zip")
     again, _ = identity(inv, tmp_path)
     assert json.loads(again.stdout)["wheelhouse_sha256"] != first["wheelhouse_sha256"]

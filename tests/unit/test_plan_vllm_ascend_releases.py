@@ -100,40 +100,40 @@ def pages_v030(cfg: dict, tp: int, spec: int) -> tuple[int, int, int]:
 SHAPES = [("35b", 8, 3), ("35b", 2, 3), ("397b", 8, 3)]
 
 
-@pytest.mark.parametrize("release", ["0.28.0rc1", "0.29.0rc1"])
-def test_028_and_029_keep_the_k_page_rule_for_models_without_an_indexer(tmp_path, release):
-    expected = {
-        # K 1 x 256 x 2 = 512 B/token; 128 x cdiv(262,144, 128 x 512) = 512 tokens;
-        # 512 x 1,024 + conv 12,288 (#7393's figures)
-        ("35b", 8, 3): (512, 524_288, 536_576),
-        # 128 x cdiv(1,048,576, 65,536) = 2048 (the v0.17.0rc1 notes' TP2 block); conv
-        # 4096 x 6 x 2 = 49,152
-        ("35b", 2, 3): (2048, 2_097_152, 2_146_304),
-        # SSM 8 x 128 x 128 x 4 = 524,288 -> 1024 tokens; conv 1536 x 6 x 2 = 18,432
-        ("397b", 8, 3): (1024, 1_048_576, 1_067_008),
-    }
-    for model, tp, spec in SHAPES:
-        assert pages_v028(text_config(model), tp, spec) == expected[model, tp, spec]
-    for tp in (8, 2):
-        _, stage = first_stage(tmp_path, qwen35_35b(tp, versions={"vllm_ascend": release}),
-                               name=f"tp{tp}.yaml")
-        assert (stage["kv_block_size"], stage["kv_attention_page_bytes"],
-                stage["kv_page_bytes"]) == expected["35b", tp, 3]
+# What each release's code gives for SHAPES, transcribed above; the planner must agree.
+K_PAGE_0_28 = {
+    # K 1 x 256 x 2 = 512 B/token; 128 x cdiv(262,144, 128 x 512) = 512 tokens;
+    # 512 x 1,024 + conv 12,288 (#7393's figures)
+    ("35b", 8, 3): (512, 524_288, 536_576),
+    # 128 x cdiv(1,048,576, 65,536) = 2048 (the v0.17.0rc1 notes' TP2 block); conv
+    # 4096 x 6 x 2 = 49,152
+    ("35b", 2, 3): (2048, 2_097_152, 2_146_304),
+    # SSM 8 x 128 x 128 x 4 = 524,288 -> 1024 tokens; conv 1536 x 6 x 2 = 18,432
+    ("397b", 8, 3): (1024, 1_048_576, 1_067_008),
+}
+VLLM_HOOK_0_30 = {
+    # K+V 1 x 256 x 2 x 2 = 1,024 B/token; state 12,288 + 262,144 = 274,432;
+    # 128 x cdiv(274,432, 131,072) = 384 tokens, page 384 x 1,024
+    ("35b", 8, 3): (384, 393_216, 393_216),
+    # state 49,152 + 1,048,576 = 1,097,728 -> 128 x 9 = 1152 tokens
+    ("35b", 2, 3): (1152, 1_179_648, 1_179_648),
+    # state 18,432 + 524,288 = 542,720 -> 128 x 5 = 640 tokens
+    ("397b", 8, 3): (640, 655_360, 655_360),
+}
 
 
-@pytest.mark.parametrize("release", ["0.30.0rc1", "0.30.0rc2"])
-def test_030_leaves_the_alignment_to_vllm_with_the_ascend_kernel_block(tmp_path, release):
-    expected = {
-        # K+V 1 x 256 x 2 x 2 = 1,024 B/token; state 12,288 + 262,144 = 274,432;
-        # 128 x cdiv(274,432, 131,072) = 384 tokens, page 384 x 1,024
-        ("35b", 8, 3): (384, 393_216, 393_216),
-        # state 49,152 + 1,048,576 = 1,097,728 -> 128 x 9 = 1152 tokens
-        ("35b", 2, 3): (1152, 1_179_648, 1_179_648),
-        # state 18,432 + 524,288 = 542,720 -> 128 x 5 = 640 tokens
-        ("397b", 8, 3): (640, 655_360, 655_360),
-    }
+@pytest.mark.parametrize("release, transcription, expected", [
+    # 0.28/0.29 keep the K-page rule for models without an indexer
+    ("0.28.0rc1", pages_v028, K_PAGE_0_28),
+    ("0.29.0rc1", pages_v028, K_PAGE_0_28),
+    # 0.30 leaves the alignment to vLLM with the Ascend kernel block
+    ("0.30.0rc1", pages_v030, VLLM_HOOK_0_30),
+    ("0.30.0rc2", pages_v030, VLLM_HOOK_0_30),
+])
+def test_each_releases_code_and_the_planner_give_the_same_pages(tmp_path, release,
+                                                                transcription, expected):
     for model, tp, spec in SHAPES:
-        assert pages_v030(text_config(model), tp, spec) == expected[model, tp, spec]
+        assert transcription(text_config(model), tp, spec) == expected[model, tp, spec]
     for tp in (8, 2):
         _, stage = first_stage(tmp_path, qwen35_35b(tp, versions={"vllm_ascend": release}),
                                name=f"tp{tp}.yaml")
