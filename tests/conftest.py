@@ -67,6 +67,30 @@ def lab(lab_factory):
     return lab_factory(2)
 
 
+def pytest_collection_modifyitems(config, items):
+    """Two rules for the lab suite, which runs alone on this machine's engines:
+    - a lab module that reuses another module's deployment (`SHARES_DEPLOYMENT_OF = "x"`)
+      runs right after it, so that deployment's engines are never left idle (they poll
+      the CPU) while other modules start theirs;
+    - with pytest-xdist (`-n 2 --dist loadgroup`), every lab test is one group, run in
+      order on one worker, while the other worker runs the unit tests beside it."""
+    modules: dict[str, list] = {}
+    for item in items:
+        modules.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
+    order = list(modules)
+    for name, module_items in modules.items():
+        anchor = getattr(getattr(module_items[0], "module", None), "SHARES_DEPLOYMENT_OF", None)
+        anchor_path = f"{name.rpartition('/')[0]}/{anchor}.py" if anchor else None
+        if anchor_path in modules:
+            order.remove(name)
+            order.insert(order.index(anchor_path) + 1, name)
+    items[:] = [item for name in order for item in modules[name]]
+    if config.pluginmanager.hasplugin("xdist"):
+        for item in items:
+            if item.get_closest_marker("lab"):
+                item.add_marker(pytest.mark.xdist_group("lab"))
+
+
 _module_seconds: dict[str, float] = {}
 
 

@@ -24,6 +24,8 @@ from test_bench_lab import (  # tests/lab is on sys.path, like tests/unit's help
 # Waiting for engine slots on a shared machine and a deploy can take longer than the
 # default per-test timeout.
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(5400)]
+# ... and runs right after that module (tests/conftest.py), while its engines are up.
+SHARES_DEPLOYMENT_OF = "test_bench_lab"
 
 UNIT = "ascendctl-engine"
 DROPIN_DIR = f"/etc/systemd/system/{UNIT}.service.d"
