@@ -68,12 +68,9 @@ def lab(lab_factory):
 
 
 def pytest_collection_modifyitems(config, items):
-    """Two rules for the lab suite, which runs alone on this machine's engines:
-    - a lab module that reuses another module's deployment (`SHARES_DEPLOYMENT_OF = "x"`)
-      runs right after it, so that deployment's engines are never left idle (they poll
-      the CPU) while other modules start theirs;
-    - with pytest-xdist (`-n 2 --dist loadgroup`), every lab test is one group, run in
-      order on one worker, while the other worker runs the unit tests beside it."""
+    """A lab module that reuses another module's deployment (`SHARES_DEPLOYMENT_OF = "x"`)
+    runs right after it, so that deployment's engines are never left idle (they poll the
+    CPU) while other modules start theirs."""
     modules: dict[str, list] = {}
     for item in items:
         modules.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
@@ -85,10 +82,32 @@ def pytest_collection_modifyitems(config, items):
             order.remove(name)
             order.insert(order.index(anchor_path) + 1, name)
     items[:] = [item for name in order for item in modules[name]]
-    if config.pluginmanager.hasplugin("xdist"):
-        for item in items:
-            if item.get_closest_marker("lab"):
-                item.add_marker(pytest.mark.xdist_group("lab"))
+
+
+LAB_TESTS = "tests/lab/"
+
+
+def work_unit_of(nodeid: str) -> str:
+    """With pytest-xdist, the whole lab suite is one unit of work (one worker runs it in
+    order: the machine has the cores for one lab's engines), every other test file is a
+    unit of its own, run on the other worker beside it."""
+    return "lab" if nodeid.startswith(LAB_TESTS) else nodeid.split("::", 1)[0]
+
+
+@pytest.hookimpl(optionalhook=True)   # only called when pytest-xdist is installed
+def pytest_xdist_make_scheduler(config, log):
+    # xdist's own `loadgroup` marks a group by renaming the item's nodeid, which pytest 9.2
+    # no longer reads: the lab tests would be spread over both workers, two labs' engines
+    # at once. Group by path instead, in xdist's scope scheduler.
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class LabSuiteOnOneWorker(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit_of(nodeid)
+
+    return LabSuiteOnOneWorker(config, log)
 
 
 _module_seconds: dict[str, float] = {}

@@ -31,6 +31,12 @@ def shown(value: object, limit: int = 80) -> str:
     return text + ("..." if len(str(value)) > limit else "")
 
 
+def shown_path(path: object) -> str:
+    """A path for an error message, whole (an operator must find the file; the kernel
+    bounds a path at 4096 bytes)."""
+    return shown(path, limit=4096)
+
+
 def file_kind(mode: int) -> str:
     """What a file of this st_mode is, for a message: "a FIFO", "a device", ..."""
     return ("a directory" if stat.S_ISDIR(mode) else

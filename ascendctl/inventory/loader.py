@@ -20,7 +20,7 @@ from ascendctl.errors import InputError
 from ascendctl.inventory.engine import EngineSpec, check_engine_inventory
 from ascendctl.inventory.excerpt import bounded, excerpt
 from ascendctl.inventory.hosts import SINGLE_GROUP, Host, Inventory, ServingGroup
-from ascendctl.inventory.inputfile import non_regular, shown
+from ascendctl.inventory.inputfile import non_regular, shown_path
 from ascendctl.inventory.known_hosts import check_known_hosts_file, known_hosts_path
 from ascendctl.inventory.quality import check_quality_inventory
 from ascendctl.inventory.model import (
@@ -585,7 +585,7 @@ class _Builder:
                 try:
                     check_known_hosts_file(known_hosts_path(known_hosts))
                 except InputError as err:
-                    raise self.fail(f"known_hosts file {shown(known_hosts)}"
+                    raise self.fail(f"known_hosts file {shown_path(known_hosts)}"
                                     f"{origin['known_hosts']}: {err.reason}",
                                     self.ssh_field_path(host, "known_hosts")) from None
             key = host.ssh.private_key

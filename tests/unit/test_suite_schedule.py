@@ -1,0 +1,65 @@
+"""The README's test command (`pytest -n 2 --dist loadgroup`) runs the lab suite on one
+worker, in order, and the other test files beside it: run it on a small tree of tests
+with the repository's conftest and record where and in which order each test ran."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("xdist")
+
+CONFTEST = Path(__file__).parents[1] / "conftest.py"
+
+RECORDING_TEST = '''
+import json, os, time
+{extra}
+def _record(name):
+    with open({log!r}, "a") as log:
+        log.write(json.dumps([os.environ["PYTEST_XDIST_WORKER"], __name__, name]) + "\\n")
+    time.sleep(0.05)
+
+{tests}
+'''
+
+
+def write_module(path: Path, log: Path, count: int, extra: str = "") -> None:
+    tests = "\n".join(f"def test_{i}():\n    _record({i})\n" for i in range(count))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(RECORDING_TEST.format(extra=extra, log=str(log), tests=tests))
+
+
+def test_the_lab_suite_runs_in_order_on_one_worker_beside_the_other_tests(tmp_path):
+    tree = tmp_path / "tree"
+    log = tmp_path / "ran.jsonl"
+    (tree / "tests").mkdir(parents=True)
+    (tree / "pytest.ini").write_text("[pytest]\n")
+    shutil.copy(CONFTEST, tree / "tests" / "conftest.py")
+    write_module(tree / "tests/lab/test_a_anchor.py", log, 4)
+    write_module(tree / "tests/lab/test_b_other.py", log, 4)
+    write_module(tree / "tests/lab/test_c_shares.py", log, 4,
+                 extra='SHARES_DEPLOYMENT_OF = "test_a_anchor"')
+    for name in ("test_u1", "test_u2", "test_u3"):
+        write_module(tree / f"tests/unit/{name}.py", log, 6)
+
+    done = subprocess.run([sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadgroup",
+                           "-p", "no:cacheprovider", "-q", "tests"],
+                          cwd=tree, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+    ran = [json.loads(line) for line in log.read_text().splitlines()]
+    lab_modules = ("test_a_anchor", "test_b_other", "test_c_shares")
+    lab = [(module, test) for _, module, test in ran if module in lab_modules]
+    lab_workers = {worker for worker, module, _ in ran if module in lab_modules}
+    unit_workers = {worker for worker, module, _ in ran if module not in lab_modules}
+    assert len(lab_workers) == 1, ran
+    # in order, and the module sharing the anchor's deployment right after the anchor
+    assert lab == [(module, i) for module in ("test_a_anchor", "test_c_shares", "test_b_other")
+                   for i in range(4)]
+    assert len(ran) == 12 + 18
+    assert unit_workers - lab_workers, "no unit test ran beside the lab suite"
