@@ -1,4 +1,11 @@
-"""Deploy, status, history and rollback end to end on the lab with the real vLLM CPU build.
+"""Deploy, status, history and rollback end to end on the lab, with the lab's stand-in engine.
+
+The subject is the orchestration (the release, its key, rank order, the lock, what a
+failure at each step rolls back to), so the nodes run the lab's stand-in for `vllm serve`
+(docs/lab.md): it parses the flags as vLLM does and dies with its gang as vLLM does, and
+starts in seconds. The real engine's end-to-end tests of first deploy, a new release and
+rollback are test_engine_deploy_lab.py, test_bench_lab.py, test_quality_lab.py and
+test_replicas_lab.py.
 
 One 2-node lab serves the whole module; the tests run in order, each starting from the
 state the previous one left (deploys are minutes each, so the scenarios share them):
@@ -38,7 +45,7 @@ def cluster(tmp_path_factory):
     require_lab()
     from ascendctl_lab import Lab
 
-    lab = Lab(unique_lab_name("dep")).up(nodes=2)
+    lab = Lab(unique_lab_name("dep")).up(nodes=2, engine="standin")
     state = {"lab": lab, "dir": tmp_path_factory.mktemp("deploy"), "releases": {}}
     yield state
     lab.down()
