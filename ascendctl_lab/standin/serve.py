@@ -10,8 +10,9 @@ It reproduces what ascendctl and those tests observe of the real engine, and not
 - multi-node MP mode as a gang: the head (node rank 0) listens on the master port at once
   and waits there for every follower before it "loads" (ASCENDCTL_STANDIN_START_S, default
   2 s) and serves; a `--headless` follower connects, retrying, and exits non-zero when the
-  head goes away; the head exits non-zero when a follower goes away (vLLM's engine core
-  dies with any of its pipeline stages);
+  head goes away; when a follower goes away the head's next completion waits
+  VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS for it, then the head exits non-zero (vLLM's engine
+  core dies with its pipeline stage, noticed at its next step);
 - HTTP on the head only: /health, /v1/models, /v1/completions (also streamed), /metrics,
   with the API key (--api-key, else VLLM_API_KEY) enforced on /v1 paths as vLLM does;
   completions are deterministic words, not a model's output;
@@ -45,6 +46,8 @@ DEFAULT_START_S = 2.0
 # the head's wait for its followers and a follower's wait for its head by it.
 READY_TIMEOUT_ENV = "VLLM_ENGINE_READY_TIMEOUT_S"
 DEFAULT_READY_TIMEOUT_S = 600.0
+EXECUTE_TIMEOUT_ENV = "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS"     # vllm/envs.py
+DEFAULT_EXECUTE_TIMEOUT_S = 300.0
 # vllm/entrypoints/serve/middleware/authenticate.py: paths under these need the key
 GUARDED_PREFIX = ("/v1", "/v2", "/inference", "/cohere")
 WORDS = ("the", "lab", "node", "rank", "serves", "a", "tiny", "stand", "in", "answer",
@@ -161,13 +164,29 @@ def die(message: str, code: int = 1) -> None:
 
 
 def watch_peer(conn: socket.socket, what: str) -> None:
-    """Block until the peer's connection closes, then die: a gang has no spare stage."""
+    """A follower: block until the head's connection closes, then die (its workers are
+    the head's children in vLLM's multi-node executor: they go with it)."""
+    wait_closed(conn)
+    die(f"RuntimeError: {what} went away; the engine core died with its pipeline stage")
+
+
+def wait_closed(conn: socket.socket) -> None:
     try:
         while conn.recv(4096):
             pass
     except OSError:
         pass
-    die(f"RuntimeError: {what} went away; the engine core died with its pipeline stage")
+
+
+LOST_STAGES: list[str] = []
+
+
+def watch_follower(conn: socket.socket, what: str) -> None:
+    """The head: vLLM watches only its local workers (start_worker_monitor in
+    vllm/v1/executor/multiproc_executor.py); a remote stage that is gone shows when the
+    next step waits VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS for it and the engine core dies."""
+    wait_closed(conn)
+    LOST_STAGES.append(what)
 
 
 def gather_followers(args: argparse.Namespace, deadline: float) -> list[socket.socket]:
@@ -201,8 +220,8 @@ def gather_followers(args: argparse.Namespace, deadline: float) -> list[socket.s
         missing.discard(rank)
         joined.append(conn)
         log("INFO", f"node rank {rank} joined from {peer[0]}")
-        threading.Thread(target=watch_peer, args=(conn, f"node rank {rank} ({peer[0]})"),
-                         daemon=True).start()
+        threading.Thread(target=watch_follower,
+                         args=(conn, f"node rank {rank} ({peer[0]})"), daemon=True).start()
     # torch's store stays up for the engine's lifetime; so does this listener (the deploy
     # and the supervisor read a listening master port as "the head is up").
     threading.Thread(target=refuse_late_peers, args=(server,), daemon=True).start()
@@ -387,6 +406,10 @@ def handler_for(engine: Engine) -> type:
                     f"the model's context length {engine.max_model_len}", "BadRequestError",
                     400))
                 return
+            if LOST_STAGES:
+                time.sleep(seconds_from_env(EXECUTE_TIMEOUT_ENV, DEFAULT_EXECUTE_TIMEOUT_S))
+                die(f"TimeoutError: {LOST_STAGES[0]} did not answer within the execute "
+                    "timeout; the engine core died with its pipeline stage")
             words = engine.words(prompt, max_tokens)
             ident, created = f"cmpl-{uuid.uuid4().hex}", int(time.time())
             engine.record(prompt_tokens, len(words))
