@@ -23,6 +23,7 @@ from ascendctl_lab.engine_image import ENGINE_COMMAND, build_engine_image
 from ascendctl_lab.hostcmd import LabError, check_host, run
 from ascendctl_lab.model import build_model
 from ascendctl_lab.sim import state as sim_state
+from ascendctl_lab.standin import install as standin_install
 from ascendctl_lab.wheelhouse import build_wheelhouse
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 
 Progress = Callable[[str], None]
 DEFAULT_NAME = "lab"
-ENGINE_KINDS = ("host", "container", "venv")
+ENGINE_KINDS = ("host", "container", "venv", "standin")
 CONTAINER_STORAGE = "/var/lib/containers"   # podman's storage in a node (a host directory)
 
 
@@ -171,8 +172,9 @@ class Lab:
            progress: Progress | None = None, with_vllm: bool = True,
            engine: str = "host", replicas: int = 1) -> Lab:
         """`engine`: how the lab inventory runs vLLM: `host` (/opt/vllm on the nodes),
-        `container` (the lab engine image, podman, from its archive) or `venv` (a venv
-        built on every node from the lab wheelhouse). `replicas`: serving groups of
+        `container` (the lab engine image, podman, from its archive), `venv` (a venv
+        built on every node from the lab wheelhouse) or `standin` (the lab's stand-in
+        for `vllm serve`, for tests whose subject is the orchestration: docs/lab.md). `replicas`: serving groups of
         nodes / replicas nodes each, behind nginx on node0 (docs/replicas.md)."""
         say = progress or _quiet
         if replicas < 1 or nodes % replicas:
@@ -181,7 +183,7 @@ class Lab:
         if engine not in ENGINE_KINDS:
             raise InputError(f"{engine!r} is not one of {', '.join(ENGINE_KINDS)}",
                              field="--engine")
-        if engine != "host" and not with_vllm:
+        if engine in ("container", "venv") and not with_vllm:
             raise InputError("the container and venv engines are built from the vLLM layer; "
                              "drop --no-vllm", field="--engine")
 
@@ -252,7 +254,11 @@ class Lab:
         self._write_known_hosts()
         if not (self.model_dir / "model.safetensors.index.json").exists():
             build_model(self.model_dir)
-        self._write_inventory(self._engine_section(engine, say), replicas)
+        if engine == "standin":
+            section: str | dict = self._install_standin(say)
+        else:
+            section = self._engine_section(engine, say)
+        self._write_inventory(section, replicas)
         say(f"lab {self.name!r} ready in {time.monotonic() - started:.1f}s; "
             f"inventory: {self.inventory_path}")
         return self
@@ -329,6 +335,11 @@ class Lab:
             return {"kind": "venv", "wheelhouse": str(build_wheelhouse(say)),
                     "command": "vllm"}
         return f"{lab_image.VLLM_DIR}/bin/vllm"
+
+    def _install_standin(self, say: Progress) -> str:
+        say("installing the stand-in engine on every node")
+        paths = {standin_install.install(self, n.name) for n in self.nodes}
+        return paths.pop()
 
     @property
     def api_key_file(self) -> Path:

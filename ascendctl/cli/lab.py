@@ -51,7 +51,9 @@ def up(nodes: int = typer.Option(2, "--nodes", help="Number of nodes."),
            "host", "--engine",
            help="How the lab inventory runs vLLM: host (/opt/vllm on the nodes), container "
                 "(the lab engine image with podman, moved as an archive; see `lab "
-                "engine-image`) or venv (built on every node from the lab wheelhouse)."),
+                "engine-image`), venv (built on every node from the lab wheelhouse) or "
+                "standin (the lab's stand-in for `vllm serve`, for tests of the "
+                "orchestration: docs/lab.md)."),
        replicas: int = typer.Option(
            1, "--replicas", min=1,
            help="Serving groups (replicas of the model) the inventory makes of the nodes: "

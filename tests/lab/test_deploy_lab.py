@@ -1,4 +1,11 @@
-"""Deploy, status, history and rollback end to end on the lab with the real vLLM CPU build.
+"""Deploy, status, history and rollback end to end on the lab, with the lab's stand-in engine.
+
+The subject is the orchestration (the release, its key, rank order, the lock, what a
+failure at each step rolls back to), so the nodes run the lab's stand-in for `vllm serve`
+(docs/lab.md): it parses the flags as vLLM does and dies with its gang as vLLM does, and
+starts in seconds. The real engine's end-to-end tests of first deploy, a new release and
+rollback are test_engine_deploy_lab.py, test_bench_lab.py, test_quality_lab.py and
+test_replicas_lab.py.
 
 One 2-node lab serves the whole module; the tests run in order, each starting from the
 state the previous one left (deploys are minutes each, so the scenarios share them):
@@ -31,6 +38,9 @@ pytestmark = pytest.mark.lab
 API_KEY = "sk-lab-" + "7f3a9c1e5b2d4086"
 KEY_ENV = "ASCENDCTL_TEST_API_KEY"
 DEPLOY_TIMEOUT = 1200
+# A release whose engine starts as slowly as the real one (it loads for about a minute):
+# a fault injected a few seconds into its start lands while the deploy waits for it.
+SLOW_START = {"ASCENDCTL_STANDIN_START_S": "45"}
 
 
 @pytest.fixture(scope="module")
@@ -38,16 +48,19 @@ def cluster(tmp_path_factory):
     require_lab()
     from ascendctl_lab import Lab
 
-    lab = Lab(unique_lab_name("dep")).up(nodes=2)
+    lab = Lab(unique_lab_name("dep")).up(nodes=2, engine="standin")
     state = {"lab": lab, "dir": tmp_path_factory.mktemp("deploy"), "releases": {}}
     yield state
     lab.down()
 
 
-def inventory(cluster, name: str, keep_releases: int = 5, **serving) -> Path:
+def inventory(cluster, name: str, keep_releases: int = 5, slow_start: bool = False,
+              **serving) -> Path:
     """The lab inventory with an API key and the given serving changes."""
     data = yaml.safe_load(Path(cluster["lab"].inventory_path).read_text())
     vars_ = data["all"]["vars"]
+    if slow_start:
+        serving["env"] = {**vars_["serving"].get("env", {}), **SLOW_START}
     vars_["serving"].update({"api_key": {"env": KEY_ENV}, **serving})
     vars_["deploy"] = {"keep_releases": keep_releases}
     path = cluster["dir"] / f"{name}.yaml"
@@ -233,7 +246,7 @@ def _wait_new_engine(cluster, node: str, old_pid: int, process: subprocess.Popen
 
 
 def test_d2_follower_killed_during_deploy_rolls_back(cluster):
-    inv = inventory(cluster, "d2", max_num_seqs=2)
+    inv = inventory(cluster, "d2", slow_start=True, max_num_seqs=2)
     old = engine_pid(cluster, "node1")
     running = start_ascendctl("deploy", "-i", str(inv), "--yes")
     new = _wait_new_engine(cluster, "node1", old, running)
@@ -246,7 +259,7 @@ def test_d2_follower_killed_during_deploy_rolls_back(cluster):
 
 def test_d3_follower_powered_off_during_deploy_rolls_back(cluster):
     lab = cluster["lab"]
-    inv = inventory(cluster, "d3", max_num_seqs=3)
+    inv = inventory(cluster, "d3", slow_start=True, max_num_seqs=3)
     old = engine_pid(cluster, "node1")
     running = start_ascendctl("deploy", "-i", str(inv), "--yes")
     _wait_new_engine(cluster, "node1", old, running)

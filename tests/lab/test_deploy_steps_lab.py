@@ -1,5 +1,9 @@
-"""The deploy's steps are YAML an operator extends, and its lock holds, on the lab with the
-real vLLM CPU build. One 2-node lab; the tests run in order, each from the state the
+"""The deploy's steps are YAML an operator extends, and its lock holds, on the lab with its
+stand-in engine: the subject is the orchestration (where a step runs, what a failing step
+restores, who holds the lock), so the nodes run the lab's stand-in for `vllm serve`
+(docs/lab.md), which starts in seconds; the real engine's end-to-end deploy and rollback
+tests are test_engine_deploy_lab.py, test_bench_lab.py, test_quality_lab.py and
+test_replicas_lab.py. One 2-node lab; the tests run in order, each from the state the
 previous one left:
 
   A  a first deploy (the baseline release)
@@ -38,7 +42,7 @@ def cluster(tmp_path_factory):
     require_lab()
     from ascendctl_lab import Lab
 
-    lab = Lab(unique_lab_name("h1st")).up(nodes=2)
+    lab = Lab(unique_lab_name("h1st")).up(nodes=2, engine="standin")
     state = {"lab": lab, "dir": tmp_path_factory.mktemp("steps"), "releases": {}}
     yield state
     lab.down()
