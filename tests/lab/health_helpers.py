@@ -149,6 +149,11 @@ def kill_and_recover(cluster, node: str, rank: int, signal: str, cause: str) -> 
     node_sh(cluster, node, f"kill -{signal} {pid}")
     code, data = status(cluster)
     assert_down_naming(code, data, node, rank)
+    # The supervisor must have seen the death before "serving and stable" means recovered:
+    # a data-parallel head keeps answering on its live rank, and the supervisor's next poll
+    # may come after the first serving check.
+    wait_for("the supervisor starts a recovery", lambda: new_events(cluster, before),
+             guard_s=120)
     wait_serving_and_stable(cluster)
     assert_recovered_event(cluster, before, node, rank, cause)
     return data
