@@ -254,11 +254,7 @@ class Lab:
         self._write_known_hosts()
         if not (self.model_dir / "model.safetensors.index.json").exists():
             build_model(self.model_dir)
-        if engine == "standin":
-            section: str | dict = self._install_standin(say)
-        else:
-            section = self._engine_section(engine, say)
-        self._write_inventory(section, replicas)
+        self._write_inventory(self._engine_section(engine, say), replicas)
         say(f"lab {self.name!r} ready in {time.monotonic() - started:.1f}s; "
             f"inventory: {self.inventory_path}")
         return self
@@ -325,8 +321,7 @@ class Lab:
         self.known_hosts.write_text("\n".join(sorted(lines)) + "\n")
         self.known_hosts.chmod(0o600)
 
-    @staticmethod
-    def _engine_section(engine: str, say: Progress) -> str | dict:
+    def _engine_section(self, engine: str, say: Progress) -> str | dict:
         if engine == "container":
             built = build_engine_image(progress=say)
             return {"kind": "container", "runtime": "podman", "image": built.image,
@@ -334,12 +329,12 @@ class Lab:
         if engine == "venv":
             return {"kind": "venv", "wheelhouse": str(build_wheelhouse(say)),
                     "command": "vllm"}
+        if engine == "standin":
+            say("installing the stand-in engine on every node")
+            for node in self.nodes:
+                standin_install.install(self, node.name)
+            return standin_install.ENGINE_PATH
         return f"{lab_image.VLLM_DIR}/bin/vllm"
-
-    def _install_standin(self, say: Progress) -> str:
-        say("installing the stand-in engine on every node")
-        paths = {standin_install.install(self, n.name) for n in self.nodes}
-        return paths.pop()
 
     @property
     def api_key_file(self) -> Path:

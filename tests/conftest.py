@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import uuid
 
 import pytest
@@ -35,6 +36,13 @@ def require_lab() -> None:
         pytest.fail(f"ASCENDCTL_REQUIRE_LAB=1 but this machine cannot run the lab: {reason}",
                     pytrace=False)
     pytest.skip(f"this machine cannot run the lab: {reason}")
+
+
+def free_port() -> int:
+    """A TCP port free on loopback now (for a server a test starts)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def unique_lab_name(prefix: str = "t") -> str:

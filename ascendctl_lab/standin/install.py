@@ -45,7 +45,6 @@ def install_script(directory: str = STANDIN_DIR, version: str = VERSION) -> str:
     ])
 
 
-def install(lab: Lab, node: str) -> str:
-    """Install the stand-in on NODE; its `vllm` path (the inventory's serving.engine)."""
+def install(lab: Lab, node: str) -> None:
+    """Install the stand-in on NODE, as ENGINE_PATH (the inventory's serving.engine)."""
     lab.exec(node, ["sh", "-c", install_script()], input=PROGRAM.read_text())
-    return ENGINE_PATH

@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import time
 import urllib.error
@@ -32,6 +31,7 @@ import urllib.request
 
 import pytest
 
+from tests.conftest import free_port
 from tests.lab.health_helpers import (
     ENGINE, assert_down_naming, assert_recovered_event, deploy, engine_pid, kill_and_recover,
     lab_cluster, new_events, node_sh, recovery_events, status, wait_for,
@@ -71,12 +71,6 @@ def test_a_deployed_group_is_healthy_by_the_deep_probe(cluster):
 
 
 # -- Prometheus --------------------------------------------------------------------------
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
 
 @pytest.fixture()
 def prometheus(cluster, tmp_path):

@@ -25,17 +25,12 @@ from ascendctl_lab.standin.serve import VERSION
 from ascendctl_runtime import probe
 from ascendctl_runtime.nodeutil import parse_env_file
 from tests.unit.test_plan_model import TINY_QWEN3
+from tests.conftest import free_port
 
 PROGRAM = Path(standin_install.PROGRAM)
 API_KEY = "sk-test-" + "0123456789abcdef"
 KEY_ENV = "ASCENDCTL_TEST_STANDIN_KEY"
 START_S = "0.3"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture()

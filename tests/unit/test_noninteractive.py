@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -23,6 +22,7 @@ import typer
 import yaml
 
 from ascendctl.cli import _register_commands, app
+from tests.conftest import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -47,12 +47,6 @@ def registered_commands() -> set[str]:
             yield " ".join(prefix)
 
     return set(walk(typer.main.get_command(app)))
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

@@ -8,13 +8,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 
 from ascendctl.render.envfile import format_env_file
 from ascendctl_runtime.quality_node import parse_answer, request_body
 from ascendctl.transport.nodecall import BOOTSTRAP, call_stdin, shipped_with
+from tests.conftest import free_port
 
 OLD, NEW = "r-0000000000aa", "r-0000000000bb"
 KEY = "sk-" + "quality0123456789"
@@ -127,12 +127,6 @@ def test_bad_ids_and_stamps_are_refused(tmp_path):
     assert "bad stamp" in call("store", root=str(root), release=NEW, stamp="../x",
                                record={}, event={})["error"]
     assert "bad prompt set digest" in call("locate", root=str(root), digest="x")["error"]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def test_generate_asks_only_the_engine_serving_the_release_and_reports_each_failure(tmp_path):

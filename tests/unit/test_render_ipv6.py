@@ -32,6 +32,7 @@ from ascendctl.render.prometheus import prometheus_files
 from ascendctl.render.proxy import render_site
 from tests.unit.test_render_validators import tool
 from tests.unit.test_replicas import nginx_t
+from tests.conftest import free_port
 
 
 def doc(index: int) -> str:
@@ -223,12 +224,6 @@ def test_the_site_for_ipv6_heads_passes_nginx_t(tmp_path):
     broken = site.replace(f"[{doc(0)}]:8000", f"{doc(0)}:8000")
     with pytest.raises(AssertionError):
         nginx_t(tmp_path / "nginx-broken", broken)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def test_nginx_on_an_ipv6_gateway_answers_both_families_and_proxies_to_ipv6(tmp_path,
