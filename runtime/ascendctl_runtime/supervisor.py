@@ -335,7 +335,8 @@ class Supervisor:
               assessment: dict[str, Any]) -> gangplan.Plan:
         result = self.run_probe(now)
         gave_up = self.state.phase == GAVE_UP
-        if assessment["manual"] and not self.state.manual:
+        # after a give-up every unit is stopped by the supervisor itself: not a hands-off
+        if assessment["manual"] and not self.state.manual and not gave_up:
             self.state.manual = assessment["manual"]
             self.event("hands-off", reason=f"{assessment['manual']}: no recovery until the "
                        "group is seen serving again")

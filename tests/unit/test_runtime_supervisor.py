@@ -161,6 +161,23 @@ def test_a_rank_that_fails_every_start_is_retried_with_back_off_then_left_stoppe
     assert saved["phase"] == "gave-up"
 
 
+def test_a_unit_seen_stopped_after_a_give_up_is_no_hands_off(tmp_path):
+    """The give-up's own stop can reach a node's view before its plan marker (seen once on
+    the lab): a group left stopped by the supervisor has nobody else's hands on it."""
+    cluster = Cluster(tmp_path, max_attempts=1, backoff_s=1.0)
+    cluster.node("node1").systemd.crash()
+    cluster.node("node1").systemd.units[UNIT].fails_at_start = True
+    cluster.run_until(lambda: cluster.phase == "gave-up", limit=800)
+    head = cluster.node("node0").systemd
+    head.run("start", UNIT)          # seen running again, then stopped without a plan marker
+    for _ in range(5):
+        cluster.step()
+    head.run("stop", UNIT)
+    for _ in range(60):
+        cluster.step()
+    assert cluster.stages()[-1] == "gave-up" and "hands-off" not in cluster.stages()
+
+
 def test_after_giving_up_a_group_seen_serving_again_is_supervised_again(tmp_path):
     cluster = Cluster(tmp_path, max_attempts=1)
     cluster.node("node1").systemd.units[UNIT].fails_at_start = True
