@@ -36,9 +36,14 @@ def build(*, name: str, chip: str, npus: int, roce_mtu: int, netmask: str, key: 
                 # vLLM's CPU build: one pipeline stage per node over gloo, a fixed KV
                 # space (it cannot measure free device memory), each node's engine bound
                 # to its own CPU (a shared machine).
+                # Compile mode 2 (DYNAMO_TRACE_ONCE) with the eager backend: the same
+                # answers as the CPU build's default (inductor, which compiles C++ with
+                # g++ for a minute at every start) in half the start-up; mode 0 and
+                # --enforce-eager fail under pipeline parallel on CPU.
                 "serving": {"mode": "mp", "port": 8000,
                             "tensor_parallel_size": 1, "pipeline_parallel_size": per_group,
                             "max_model_len": 256, "max_num_seqs": 8, "startup_timeout": 300,
+                            "compilation_config": {"mode": 2, "backend": "eager"},
                             "env": {"VLLM_CPU_KVCACHE_SPACE": "1"}},
                 "versions": versions,
                 # SLOs for `ascendctl bench` with tiny settings (e.g. --input-len 32

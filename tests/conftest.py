@@ -6,10 +6,13 @@ systemd-nspawn, ...); with ASCENDCTL_REQUIRE_LAB=1 (set by .ci/run) that is a fa
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 import signal
 import socket
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -76,9 +79,10 @@ def lab(lab_factory):
 
 
 def pytest_collection_modifyitems(config, items):
-    """A lab module that reuses another module's deployment (`SHARES_DEPLOYMENT_OF = "x"`)
-    runs right after it, so that deployment's engines are never left idle (they poll the
-    CPU) while other modules start theirs."""
+    """The engine suite (lab modules that start the real vLLM) first, so that one worker
+    takes it at once; and a lab module that reuses another module's deployment
+    (`SHARES_DEPLOYMENT_OF = "x"`) right after it, so that deployment's engines are never
+    left idle (they poll the CPU) while other modules start theirs."""
     modules: dict[str, list] = {}
     for item in items:
         modules.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
@@ -89,17 +93,35 @@ def pytest_collection_modifyitems(config, items):
         if anchor_path in modules:
             order.remove(name)
             order.insert(order.index(anchor_path) + 1, name)
+    order.sort(key=lambda name: not in_engine_suite(name, config.rootpath))
     items[:] = [item for name in order for item in modules[name]]
 
 
 LAB_TESTS = "tests/lab/"
 
 
-def work_unit_of(nodeid: str) -> str:
-    """With pytest-xdist, the whole lab suite is one unit of work (one worker runs it in
-    order: the machine has the cores for one lab's engines), every other test file is a
-    unit of its own, run on the other worker beside it."""
-    return "lab" if nodeid.startswith(LAB_TESTS) else nodeid.split("::", 1)[0]
+ENGINE_FREE = re.compile(r"^ENGINE_FREE\s*=\s*True\b", re.MULTILINE)
+
+
+@functools.cache
+def in_engine_suite(path: str, root: Path) -> bool:
+    """A lab module is in the engine suite unless it declares `ENGINE_FREE = True` (it
+    starts no vLLM process: the stand-in engine, or none)."""
+    if not path.startswith(LAB_TESTS):
+        return False
+    try:
+        return not ENGINE_FREE.search((root / path).read_text())
+    except OSError:
+        return True
+
+
+def work_unit_of(nodeid: str, root: Path) -> str:
+    """With pytest-xdist, the engine suite is one unit of work (one worker runs it in
+    order: the machine has the cores for one lab's engines, at most two vLLM processes);
+    every other test file, engine-free lab modules included, is a unit of its own, run on
+    the other worker beside it."""
+    path = nodeid.split("::", 1)[0]
+    return "lab" if in_engine_suite(path, root) else path
 
 
 @pytest.hookimpl(optionalhook=True)   # only called when pytest-xdist is installed
@@ -113,7 +135,7 @@ def pytest_xdist_make_scheduler(config, log):
 
     class LabSuiteOnOneWorker(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return work_unit_of(nodeid)
+            return work_unit_of(nodeid, config.rootpath)
 
     return LabSuiteOnOneWorker(config, log)
 

@@ -34,6 +34,7 @@ import yaml
 from tests.conftest import require_lab, unique_lab_name
 
 pytestmark = pytest.mark.lab
+ENGINE_FREE = True   # starts no vLLM process: runs beside the engine suite (tests/conftest.py)
 
 API_KEY = "sk-lab-" + "7f3a9c1e5b2d4086"
 KEY_ENV = "ASCENDCTL_TEST_API_KEY"

@@ -32,6 +32,7 @@ import yaml
 from tests.conftest import require_lab, unique_lab_name
 
 pytestmark = pytest.mark.lab
+ENGINE_FREE = True   # starts no vLLM process: runs beside the engine suite (tests/conftest.py)
 
 DEPLOY_TIMEOUT = 1200
 ROOT = "/var/lib/ascendctl"

@@ -28,6 +28,7 @@ from tests.lab.health_helpers import (
 )
 
 pytestmark = pytest.mark.lab
+ENGINE_FREE = True   # starts no vLLM process: runs beside the engine suite (tests/conftest.py)
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 pytestmark = pytest.mark.lab
+ENGINE_FREE = True   # starts no vLLM process: runs beside the engine suite (tests/conftest.py)
 
 
 def node_keys(known_hosts: Path, address: str) -> list[str]:

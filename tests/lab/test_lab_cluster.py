@@ -11,6 +11,7 @@ import time
 import pytest
 
 pytestmark = pytest.mark.lab
+ENGINE_FREE = True   # starts no vLLM process: runs beside the engine suite (tests/conftest.py)
 
 
 def ssh(lab, node: str, command: str, timeout: float = 60) -> subprocess.CompletedProcess:

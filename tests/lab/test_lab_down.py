@@ -12,6 +12,7 @@ from ascendctl_lab import Lab, registry
 from tests.conftest import require_lab, unique_lab_name
 
 pytestmark = pytest.mark.lab
+ENGINE_FREE = True   # starts no vLLM process: runs beside the engine suite (tests/conftest.py)
 
 
 def host_links() -> set[str]:

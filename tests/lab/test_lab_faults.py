@@ -11,6 +11,7 @@ import pytest
 from ascendctl_lab.faults import FAULT_KINDS
 
 pytestmark = pytest.mark.lab
+ENGINE_FREE = True   # starts no vLLM process: runs beside the engine suite (tests/conftest.py)
 
 
 def run(lab, node, command):

@@ -11,6 +11,8 @@ import pytest
 from ascendctl.errors import LabUnavailable
 from ascendctl_lab import hostcmd
 
+ENGINE_FREE = True   # starts no vLLM process: runs beside the engine suite (tests/conftest.py)
+
 
 def test_not_root_is_a_clear_error(monkeypatch):
     monkeypatch.setattr(os, "geteuid", lambda: 1000)

@@ -25,6 +25,7 @@ from ascendctl.errors import InputError
 from ascendctl.load import load_inventory
 
 pytestmark = pytest.mark.lab
+ENGINE_FREE = True   # starts no vLLM process: runs beside the engine suite (tests/conftest.py)
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "playbooks" / "examples" / "demo.yaml"

@@ -17,6 +17,7 @@ from ascendctl.preflight.run import PreflightRequest, run_preflight
 from ascendctl_lab.faults import FAULT_KINDS
 
 pytestmark = pytest.mark.lab
+ENGINE_FREE = True   # starts no vLLM process: runs beside the engine suite (tests/conftest.py)
 
 NODE = "node1"
 CONNECT_TIMEOUT = 5.0

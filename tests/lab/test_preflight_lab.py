@@ -19,6 +19,7 @@ from ascendctl.load import load_inventory
 from ascendctl.preflight.run import PreflightRequest, run_facts, run_preflight
 
 pytestmark = pytest.mark.lab
+ENGINE_FREE = True   # starts no vLLM process: runs beside the engine suite (tests/conftest.py)
 
 # Checks that do not apply to the lab's inventory (mp mode, roce mtu/tls set): a skip
 # with its reason is their only possible verdict there.

@@ -22,6 +22,7 @@ from ascendctl.load import load_inventory
 from ascendctl.transport import ConnectError, ConnectKind, HostStatus, SshPool, put_file
 
 pytestmark = pytest.mark.lab
+ENGINE_FREE = True   # starts no vLLM process: runs beside the engine suite (tests/conftest.py)
 
 CONNECT_TIMEOUT = 3.0
 

@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 pytestmark = pytest.mark.lab
+ENGINE_FREE = True   # starts no vLLM process: runs beside the engine suite (tests/conftest.py)
 
 ROOT = "/var/lib/ascendctl"
 STORE = f"{ROOT}/store"

@@ -22,16 +22,17 @@ import json, os, time
 def _record(name):
     with open({log!r}, "a") as log:
         log.write(json.dumps([os.environ["PYTEST_XDIST_WORKER"], __name__, name]) + "\\n")
-    time.sleep(0.05)
+    time.sleep({pause})
 
 {tests}
 '''
 
 
-def write_module(path: Path, log: Path, count: int, extra: str = "") -> None:
+def write_module(path: Path, log: Path, count: int, extra: str = "",
+                 pause: float = 0.05) -> None:
     tests = "\n".join(f"def test_{i}():\n    _record({i})\n" for i in range(count))
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(RECORDING_TEST.format(extra=extra, log=str(log), tests=tests))
+    path.write_text(RECORDING_TEST.format(extra=extra, log=str(log), tests=tests, pause=pause))
 
 
 def test_the_lab_suite_runs_in_order_on_one_worker_beside_the_other_tests(tmp_path):
@@ -40,10 +41,14 @@ def test_the_lab_suite_runs_in_order_on_one_worker_beside_the_other_tests(tmp_pa
     (tree / "tests").mkdir(parents=True)
     (tree / "pytest.ini").write_text("[pytest]\n")
     shutil.copy(CONFTEST, tree / "tests" / "conftest.py")
-    write_module(tree / "tests/lab/test_a_anchor.py", log, 4)
-    write_module(tree / "tests/lab/test_b_other.py", log, 4)
-    write_module(tree / "tests/lab/test_c_shares.py", log, 4,
+    # the engine suite is slow (its modules start vLLM); the engine-free lab module sorts
+    # first, yet runs as a unit of its own beside the suite
+    write_module(tree / "tests/lab/test_a_anchor.py", log, 4, pause=0.5)
+    write_module(tree / "tests/lab/test_b_other.py", log, 4, pause=0.5)
+    write_module(tree / "tests/lab/test_c_shares.py", log, 4, pause=0.5,
                  extra='SHARES_DEPLOYMENT_OF = "test_a_anchor"')
+    write_module(tree / "tests/lab/test_0_free.py", log, 4,
+                 extra="ENGINE_FREE = True")
     for name in ("test_u1", "test_u2", "test_u3"):
         write_module(tree / f"tests/unit/{name}.py", log, 6)
 
@@ -58,8 +63,15 @@ def test_the_lab_suite_runs_in_order_on_one_worker_beside_the_other_tests(tmp_pa
     lab_workers = {worker for worker, module, _ in ran if module in lab_modules}
     unit_workers = {worker for worker, module, _ in ran if module not in lab_modules}
     assert len(lab_workers) == 1, ran
+    (lab_worker,) = lab_workers
+    # the engine suite is the first thing its worker ran, and nothing else ran there
+    # until it was done (6 s): the free lab module and the unit files went beside it
+    on_lab_worker = [module for worker, module, _ in ran if worker == lab_worker]
+    assert on_lab_worker[:12] == [m for m in ("test_a_anchor", "test_c_shares",
+                                              "test_b_other") for _ in range(4)], ran
+    assert {w for w, module, _ in ran if module == "test_0_free"} == unit_workers - lab_workers
     # in order, and the module sharing the anchor's deployment right after the anchor
     assert lab == [(module, i) for module in ("test_a_anchor", "test_c_shares", "test_b_other")
                    for i in range(4)]
-    assert len(ran) == 12 + 18
+    assert len(ran) == 12 + 4 + 18
     assert unit_workers - lab_workers, "no unit test ran beside the lab suite"
