@@ -4,6 +4,10 @@ Everything that can be checked without a host is checked here: unknown keys (wit
 closest valid one suggested), exactly one module per task, module arguments against the
 module's schema, expression and template syntax, handler names, register names, and
 that a shell script quotes every value it interpolates.
+
+`- import_plays: FILE` (with optional `vars:`) in a playbook or a rolling block's `plays:`
+stands for the plays of FILE, loaded with the same checks (errors name FILE): FILE is
+looked up next to the importing file first, then in the project's playbooks/.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ TASK_KEYS = ("name", "when", "tags", "register", "retries", "delay", "until", "n
 HANDLER_KEYS = TASK_KEYS + ("listen",)
 ROLLING_KEYS = ("name", "rolling", "hosts", "plays", "tags")
 ROLLING_OPTIONS = ("max_unavailable",)
+IMPORT_KEYS = ("import_plays", "vars")
+MAX_IMPORT_DEPTH = 4
 ORDERS = ("parallel", "rank", "serial")
 IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 RESERVED_VARS = frozenset({"hostvars", "groups", "inventory_hostname", "play_hosts", "rolling",
@@ -62,23 +68,35 @@ def resolve_playbook_path(name: str | os.PathLike[str]) -> Path:
 
 def load_playbook(path: str | os.PathLike[str], templar: Templar | None = None) -> Playbook:
     path = resolve_playbook_path(path)
+    data, source = _read(path)
+    load_modules(plugins=False)
+    loader = _Loader(path, source, templar or templar_for(path),
+                     playbook_dir=path.resolve().parent, chain=(path.resolve(),))
+    return loader.build(data)
+
+
+def _read(path: Path) -> tuple[Any, SourceMap]:
     try:
-        data, source = load_yaml_with_lines(path)
+        return load_yaml_with_lines(path)
     except InputError as err:
         if err.field and err.field.startswith("["):
             # Plays are the top-level list: name them plays[N] like every other error.
-            raise InputError(str(err).split(f"{err.field}: ", 1)[-1], file=err.file,
-                             line=err.line, field="plays" + err.field) from None
+            raise InputError(err.reason, file=err.file, line=err.line,
+                             field="plays" + err.field) from None
         raise
-    load_modules(plugins=False)
-    return _Loader(path, source, templar or templar_for(path)).build(data)
 
 
 class _Loader:
-    def __init__(self, path: Path, source: SourceMap, templar: Templar):
+    """One file's plays. `chain`: the files from the playbook to this one (imports);
+    `playbook_dir`: the playbook's directory, where the run looks for local files."""
+
+    def __init__(self, path: Path, source: SourceMap, templar: Templar, *,
+                 playbook_dir: Path, chain: tuple[Path, ...]):
         self.path = path
         self.source = source
         self.templar = templar
+        self.playbook_dir = playbook_dir
+        self.chain = chain
 
     # -- errors ----------------------------------------------------------------------------
 
@@ -97,23 +115,83 @@ class _Loader:
     # -- structure -------------------------------------------------------------------------
 
     def build(self, data: Any) -> Playbook:
+        return Playbook(path=self.path, plays=self.items(data, in_rolling=None))
+
+    def items(self, data: Any, *, in_rolling: Where | None) -> list[PlaybookItem]:
+        """The file's plays, imports in place. `in_rolling`: the rolling block this file's
+        plays are imported into, if any."""
+        a, what = ("an", "imported file") if len(self.chain) > 1 else ("a", "playbook")
         if data is None:
-            raise InputError("the playbook is empty", file=str(self.path))
+            raise InputError(f"the {what} is empty", file=str(self.path))
         if not isinstance(data, list):
-            raise self.fail("a playbook is a list of plays (start each with `- name:`)", ())
-        plays: list[PlaybookItem] = [
-            self.rolling(item, (index,)) if isinstance(item, dict) and "rolling" in item
-            else self.play(item, (index,)) for index, item in enumerate(data)]
+            raise self.fail(f"{a} {what} is a list of plays (start each with `- name:`)", ())
+        plays = [item for index, raw in enumerate(data)
+                 for item in self.item(raw, (index,), in_rolling)]
         if not plays:
-            raise InputError("the playbook has no plays", file=str(self.path))
-        return Playbook(path=self.path, plays=plays)
+            raise InputError(f"the {what} has no plays", file=str(self.path))
+        return plays
+
+    def item(self, raw: Any, path: YamlPath, in_rolling: Where | None) -> list[PlaybookItem]:
+        if isinstance(raw, dict) and "import_plays" in raw:
+            return self.imported(raw, path, in_rolling)
+        if isinstance(raw, dict) and "rolling" in raw:
+            if in_rolling is not None:
+                inside = "" if in_rolling.file == str(self.path) else \
+                    f" (this file is imported into the rolling block at {in_rolling})"
+                raise self.fail(f"rolling blocks do not nest{inside}", path + ("rolling",))
+            return [self.rolling(raw, path)]
+        return [self.play(raw, path)]
+
+    def imported(self, raw: dict[str, Any], path: YamlPath,
+                 in_rolling: Where | None) -> list[PlaybookItem]:
+        """`import_plays: FILE` with optional `vars:` (defaults of each imported play's
+        vars; a play's own vars win)."""
+        for key in raw:
+            if key not in IMPORT_KEYS:
+                raise self.unknown(key, list(IMPORT_KEYS), path + (key,), "key of an import")
+        where = path + ("import_plays",)
+        name = self.text(raw["import_plays"], where)
+        if contains_template(name):
+            raise self.fail("import_plays names a file as written (imports are read before "
+                            "any variable exists)", where)
+        target = self.import_target(name, where)
+        if target in self.chain:
+            cycle = " -> ".join(p.name for p in self.chain[self.chain.index(target):])
+            raise self.fail(f"import cycle: {cycle} -> {target.name}", where)
+        if len(self.chain) > MAX_IMPORT_DEPTH:
+            raise self.fail(f"imports nest at most {MAX_IMPORT_DEPTH} deep", where)
+        defaults = self.mapping(raw.get("vars") or {}, path + ("vars",))
+        for key in defaults:
+            self.var_name(key, path + ("vars", key))
+        self.check_templates(defaults, path + ("vars",))
+        data, source = _read(target)
+        loader = _Loader(target, source, self.templar, playbook_dir=self.playbook_dir,
+                         chain=self.chain + (target,))
+        items = loader.items(data, in_rolling=in_rolling)
+        for item in items:
+            for play in item.plays if isinstance(item, Rolling) else [item]:
+                play.vars = {**defaults, **play.vars}
+        return items
+
+    def import_target(self, name: str, where: YamlPath) -> Path:
+        given = Path(name)
+        if given.is_absolute():
+            candidates, looked = [given], ""
+        else:
+            candidates = [self.path.resolve().parent / given, playbooks_dir() / given]
+            looked = f" (looked next to {self.path.name} and in {playbooks_dir()})"
+        for candidate in candidates:
+            if candidate.is_file():
+                return candidate.resolve()
+        raise self.fail(f"import_plays: {name!r} not found{looked}", where)
 
     def play(self, raw: Any, path: YamlPath) -> Play:
         if not isinstance(raw, dict):
             raise self.fail("a play must be a mapping (name, hosts, tasks, ...)", path)
         for key in raw:
             if key not in PLAY_KEYS:
-                raise self.unknown(key, list(PLAY_KEYS), path + (key,), "play key")
+                raise self.unknown(key, list(PLAY_KEYS) + ["import_plays"], path + (key,),
+                                   "play key")
         if "hosts" not in raw:
             raise self.fail("a play needs `hosts` (a group, a host or a pattern such as "
                             "'nodes:!node3')", path)
@@ -222,15 +300,14 @@ class _Loader:
             raise self.fail("a rolling block needs `plays:` (the plays run for each batch of "
                             "serving groups)", path)
         inner = self.sequence(raw["plays"], path + ("plays",))
-        plays = []
-        for i, item in enumerate(inner):
-            if isinstance(item, dict) and "rolling" in item:
-                raise self.fail("rolling blocks do not nest", path + ("plays", i, "rolling"))
-            plays.append(self.play(item, path + ("plays", i)))
+        block = self.where(path)
+        plays = [play for i, item in enumerate(inner)
+                 for play in self.item(item, path + ("plays", i), in_rolling=block)
+                 if isinstance(play, Play)]    # item() refuses a rolling block here
         if not any(not (p.rescue or p.always) for p in plays):
             raise self.fail("a rolling block needs at least one play that is neither rescue "
                             "nor always", path + ("plays",))
-        return Rolling(name=name, where=self.where(path), plays=plays, hosts=hosts,
+        return Rolling(name=name, where=block, plays=plays, hosts=hosts,
                        max_unavailable=max_unavailable,
                        tags=self.tags(raw.get("tags"), path + ("tags",)))
 
@@ -309,7 +386,7 @@ class _Loader:
             if check is not None:
                 check(args, self.templar)
             if check_files is not None:
-                check_files(args, self.path.resolve().parent)
+                check_files(args, self.playbook_dir)
         except (ModuleError, TemplateError) as err:
             field = getattr(err, "field", None)
             raise self.fail(str(err), path + (field,) if field else path) from None

@@ -7,9 +7,9 @@ test_replicas_lab.py. One 2-node lab; the tests run in order, each from the stat
 previous one left:
 
   A  a first deploy (the baseline release)
-  B  a task inserted into a copy of deploy.yaml between the head's start and the
-     followers' start runs exactly there (its log line falls between the engines' start
-     lines in the nodes' journals)
+  B  a task inserted into a copy of switch.yaml (next to a copy of deploy.yaml) between
+     the head's start and the followers' start runs exactly there (its log line falls
+     between the engines' start lines in the nodes' journals)
   C  a failing task inserted after the readiness gate: exit 6 naming the task and the
      node, the previous release serves again, the new one is marked failed
   D  the lock: `--force-unlock` against a live deploy is refused; once that deploy's
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -58,21 +59,27 @@ def inventory(cluster, name: str, **serving) -> Path:
 
 
 def playbook_with(cluster, name: str, after_play: str, plays: list[dict]) -> Path:
-    """A copy of the packaged deploy.yaml with PLAYS inserted after the play AFTER_PLAY (a
-    play of its own, or one of the `rolling:` block's plays, repeated per serving group)."""
+    """A copy of the packaged deploy.yaml with PLAYS inserted after the play AFTER_PLAY: a
+    play of deploy.yaml's own, or one of the switch's (switch.yaml, imported into its
+    `rolling:` block and repeated per serving group) — then in an edited copy of switch.yaml
+    next to the playbook's copy, where the import looks first."""
     from ascendctl.paths import playbooks_dir
 
-    book = yaml.safe_load((playbooks_dir() / "deploy.yaml").read_text())
-    for where in [book] + [item["plays"] for item in book if "rolling" in item]:
-        index = next((i for i, play in enumerate(where) if play["name"] == after_play), None)
+    out = cluster["dir"] / f"{name}-playbook"
+    out.mkdir()
+    for file in ("deploy.yaml", "switch.yaml"):
+        book = yaml.safe_load((playbooks_dir() / file).read_text())
+        index = next((i for i, play in enumerate(book) if play.get("name") == after_play),
+                     None)
         if index is not None:
-            where[index + 1:index + 1] = plays
+            book[index + 1:index + 1] = plays
+            (out / file).write_text(yaml.safe_dump(book, sort_keys=False))
             break
     else:
-        raise AssertionError(f"no play {after_play!r} in deploy.yaml")
-    path = cluster["dir"] / f"{name}.deploy.yaml"
-    path.write_text(yaml.safe_dump(book, sort_keys=False))
-    return path
+        raise AssertionError(f"no play {after_play!r} in deploy.yaml or switch.yaml")
+    if not (out / "deploy.yaml").exists():
+        shutil.copy(playbooks_dir() / "deploy.yaml", out / "deploy.yaml")
+    return out / "deploy.yaml"
 
 
 def ascendctl(*args: str, timeout: float = DEPLOY_TIMEOUT) -> subprocess.CompletedProcess:
@@ -230,7 +237,7 @@ def test_d_force_unlock_refuses_a_live_lock_and_breaks_a_stale_one(cluster):
     assert not [t["name"] for p in after_stop for t in p["tasks"]
                 if any(r["status"] == "changed" for r in t["hosts"].values())]
     assert not [p["name"] for p in summary["plays"]
-                if p["name"].startswith("restore the group's previous release")]
+                if p["name"].startswith("restore the release the group served before")]
     assert {n: engine_pid(cluster, n) for n in ("node0", "node1")} == pids
     assert current_release(cluster, "node0") == current_release(cluster, "node1") == serving
     assert not node_sh(cluster, "node0", f"test -d {ROOT}/deploy.lock && echo held").strip()

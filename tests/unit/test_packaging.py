@@ -87,5 +87,6 @@ def test_the_lab_ships_in_the_wheel_with_its_dependencies_behind_the_extra(wheel
 
 def test_resources_resolve_to_the_package_directories():
     assert (paths.templates_dir() / "systemd" / "ascendctl-engine.service.j2").is_file()
-    assert (paths.playbooks_dir() / "deploy.yaml").is_file()
+    for book in ("deploy.yaml", "rollback.yaml", "switch.yaml"):    # switch: both import it
+        assert (paths.playbooks_dir() / book).is_file()
     assert (paths.runtime_dir() / "launcher.py").is_file()

@@ -1,4 +1,5 @@
-"""The deploy and rollback steps as playbook modules (playbooks/deploy.yaml, rollback.yaml).
+"""The deploy and rollback steps as playbook modules (playbooks/deploy.yaml, rollback.yaml
+and the switch.yaml both import).
 
 Each step is one module in one small file; they share the run's DeployRun
 (`DeployRun.of(ctx)`, ascendctl/deploy/run.py), never a global:
