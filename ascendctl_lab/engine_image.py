@@ -3,9 +3,12 @@
 Written from the node image's own layers (no registry, no build tool): the base root
 filesystem and the vLLM layer, plus a small layer with a simulated CANN toolkit (the
 same files, in the same format, as the simulated nodes have), as a docker-archive that
-`podman load` and `docker load` read. Layer tars are written once and shared by every
-tag; a tag only changes a label in the image config, so tags have different image IDs
-and the same layers. Cached under <lab root>/engine-images/.
+`podman load` and `docker load` read. As in CANN's images, the toolkit's environment is
+set by the ENTRYPOINT, which sources the toolkit's set_env.sh and AscendNPU-IR's (the
+Bisheng compiler triton-ascend runs) and then execs its arguments; none of it is in ENV.
+Layer tars are written once and shared by every tag; a tag only changes a label in the
+image config, so tags have different image IDs and the same layers. Cached under
+<lab root>/engine-images/.
 """
 
 from __future__ import annotations
@@ -35,8 +38,11 @@ TAG_LABEL = "org.ascendctl.lab.tag"
 WRITER_VERSION = "1"
 ENGINE_COMMAND = "vllm"
 IMAGE_ENV = (f"PATH={VLLM_DIR}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-             "HOME=/root", "LANG=C.UTF-8",
-             "ASCEND_TOOLKIT_HOME=/usr/local/Ascend/ascend-toolkit/latest")
+             "HOME=/root", "LANG=C.UTF-8")
+# AscendNPU-IR's binaries (bishengir-compile, which triton-ascend looks up on PATH) are in
+# the toolkit's tools/bishengir; its set_env.sh is under share/info/ascendnpu-ir/bin.
+BISHENG_BIN = "${ASCEND_TOOLKIT_HOME}/tools/bishengir/bin"
+BISHENG_SET_ENV = f"export PATH={BISHENG_BIN}:$PATH\n"
 
 
 @dataclass(frozen=True)
@@ -68,13 +74,26 @@ def check_tag(tag: str) -> str:
     return tag
 
 
+def bisheng_set_env_path(toolkit: dict[str, str]) -> str:
+    return f"{sim_files.TOOLKIT_ROOT}/{toolkit['version']}/share/info/ascendnpu-ir/bin/set_env.sh"
+
+
+def entrypoint(toolkit: dict[str, str]) -> list[str]:
+    """CANN's: source the set_env.sh files, then exec the container's command."""
+    return ["/bin/bash", "-c",
+            f"source {sim_files.TOOLKIT_ROOT}/set_env.sh && "
+            f"source {bisheng_set_env_path(toolkit)} && exec \"$@\"", "--"]
+
+
 def cann_files(toolkit: dict[str, str], running: str) -> dict[str, str]:
     """The toolkit's files as the simulated nodes have them (sim/files.py), without the
-    driver's (those come from the node, mounted)."""
+    driver's (those come from the node, mounted), and AscendNPU-IR's set_env.sh."""
     state = {"driver": {}, "firmware": {}, "install_info": False, "toolkit": toolkit,
              "toolkit_running": running}
-    return {path: text for path, text in sim_files.render(state).items()
-            if path.startswith(sim_files.TOOLKIT_ROOT)}
+    files = {path: text for path, text in sim_files.render(state).items()
+             if path.startswith(sim_files.TOOLKIT_ROOT)}
+    files[bisheng_set_env_path(toolkit)] = BISHENG_SET_ENV
+    return files
 
 
 def _cann_layer(out: Path, toolkit: dict[str, str], running: str) -> LayerTar:
@@ -90,6 +109,9 @@ def _write_cann_tree(root: Path, toolkit: dict[str, str], running: str) -> None:
     sim_files.sync_files(state, str(root))
     for leftover in ("usr/local/Ascend/driver", "usr/local/Ascend/firmware"):
         shutil.rmtree(root / leftover, ignore_errors=True)
+    bisheng = root / bisheng_set_env_path(toolkit).lstrip("/")
+    bisheng.parent.mkdir(parents=True)
+    bisheng.write_text(BISHENG_SET_ENV)
     # fixed times: the same files give the same layer on every machine
     for path in sorted(root.rglob("*"), reverse=True):
         os.utime(path, (0, 0), follow_symlinks=False)
@@ -136,6 +158,7 @@ def build_engine_image(tag: str = DEFAULT_TAG, progress: Progress = print) -> En
         layers.append(_cann_layer(out, toolkit, running))
         config = image_config(
             [layer.diff_id for layer in layers], env=IMAGE_ENV, cmd=["/bin/sh"],
+            entrypoint=entrypoint(toolkit),
             labels={TAG_LABEL: tag, "org.opencontainers.image.version": VLLM_VERSION,
                     "org.opencontainers.image.title": "ascendctl lab vLLM CPU engine",
                     "org.ascendctl.lab.cann": toolkit["version"]})

@@ -15,7 +15,9 @@ What the run gives the container (vllm-ascend quick start, FACTS.md):
   its own environment, which systemd loads from engine.env);
 - the API key through a read-only mount of the release's secrets.env (0600), sourced by
   `sh` inside the container just before it execs the engine: the key is in no argv and
-  not in the container's recorded configuration (`inspect`).
+  not in the container's recorded configuration (`inspect`);
+- the engine command as the container's command, after the image's own ENTRYPOINT: CANN's
+  sets the toolkit's environment there (not all of it is also in the image's ENV).
 
 `--rm` plus `--replace` (podman) or a removal before the start (docker), a stop command
 for ExecStop and a forced removal in ExecStopPost: stop, restart and a killed main
@@ -35,7 +37,6 @@ SECRETS_IN_CONTAINER = "/run/ascendctl/secrets.env"
 NPU_CONTROL_DEVICES = ("/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc")
 DRIVER_MOUNTS = ("/usr/local/dcmi", "/usr/local/bin/npu-smi", "/usr/local/Ascend/driver/lib64",
                  "/usr/local/Ascend/driver/version.info", "/etc/ascend_install.info")
-# The image's own entrypoint is bypassed: the argv is the engine command itself.
 SOURCE_SECRETS = 'set -a; . "$0"; set +a; exec "$@"'
 # The runtime's own /dev (the NPU devices are given there; /dev/shm with either IPC mode).
 DEVICES_IN_CONTAINER = "/dev"
@@ -114,11 +115,10 @@ def run_argv(spec: EngineSpec, run: ContainerRun) -> list[str]:
         raise ValueError("empty engine command")
     if run.secrets_file is not None:
         argv.append(_mount(run.secrets_file, SECRETS_IN_CONTAINER, True))
-        argv += ["--entrypoint=/bin/sh", run.image, "-c", SOURCE_SECRETS,
-                 SECRETS_IN_CONTAINER, *command]
-    else:
-        argv += [f"--entrypoint={command[0]}", run.image, *command[1:]]
-    return argv
+        command = ["/bin/sh", "-c", SOURCE_SECRETS, SECRETS_IN_CONTAINER, *command]
+    # no --entrypoint: the image's runs first and execs this command with its environment
+    # vllm-ascend v0.23.0 Dockerfile: no ENTRYPOINT; its base's (Ascend/cann-container-image cann/9.1.0-beta.3-910b-ubuntu22.04-py3.12/Dockerfile) sources the toolkit's, ascendnpu-ir's and atb's set_env.sh, then exec "$@"
+    return argv + [run.image, *command]
 
 
 def stop_argv(spec: EngineSpec, name: str = CONTAINER_NAME) -> list[str]:

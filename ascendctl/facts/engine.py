@@ -223,6 +223,8 @@ def _image_cann_command(p) -> Optional[str]:
     refs = " ".join(quote(r) for r in p.engine_images)
     files = " ".join(quote(f) for f in CANN_FILES)
     # the first image of the list the node holds (the release's ID, then the reference)
+    # --entrypoint=/bin/sh: reading files needs none of the entrypoint's environment, and
+    # an entrypoint that fails (a set_env.sh it sources is missing) must not hide them
     return (f"[ -x {rt} ] || exit 0; for ref in {refs}; do "
             f"if {rt} image inspect \"$ref\" >/dev/null 2>&1; then echo \"#image $ref\"; "
             f"exec {rt} run --rm --pull=never --network=none --entrypoint=/bin/sh \"$ref\" "

@@ -149,7 +149,9 @@ def _normal_id(text: str) -> str:
 def image_files(runtime: str, path: str, image: str, files: Optional[list[str]] = None
                 ) -> dict[str, Any]:
     """The CANN version files inside IMAGE, read by a throw-away container (no network,
-    nothing mounted): `==> path <==` then the content, per file found."""
+    nothing mounted): `==> path <==` then the content, per file found. The image's
+    entrypoint is bypassed: reading files needs none of its environment, and one that
+    fails (a set_env.sh it sources is missing) must not hide them."""
     patterns = [str(p) for p in (files or CANN_FILES)]
     for pattern in patterns:
         if not pattern.startswith("/") or any(ch.isspace() for ch in pattern):

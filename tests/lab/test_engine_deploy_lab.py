@@ -4,8 +4,9 @@ order, each starting from the state the previous one left (deploys take minutes)
 
 container (`lab up --engine container`: podman, the lab engine image moved as an archive)
   A  deploy with an API key: the archive is relayed and loaded, every node runs the engine
-     as a container of the archive's image (podman ps), a completion answers; the key is in
-     no argv (ps), no `podman inspect`, no output, journal, JSON or JUnit; a no-op
+     as a container of the archive's image (podman ps), a completion answers; the engine
+     has the environment the image's ENTRYPOINT sets (CANN's set_env.sh files); the key is
+     in no argv (ps), no `podman inspect`, no output, journal, JSON or JUnit; a no-op
      redeploy loads nothing and restarts nothing
   B  refused before any engine stops, naming the node, the release serving on: a truncated
      archive, a corrupt one (podman load fails on the node), an image that one node lacks
@@ -77,6 +78,19 @@ def engine_pids(lab) -> dict[str, int]:
                         .strip() or 0) for n in lab.nodes}
 
 
+def engine_environment(lab, node: str) -> dict[str, str]:
+    """The engine process's argv and the variables CANN's set_env.sh files set, from
+    /proc on the node: the process the container's init (catatonit, --init) started.
+    Only these names are read: the process's environment also holds the API key."""
+    script = ("init=$(podman inspect --format '{{.State.Pid}}' ascendctl-engine) && "
+              "pid=$(ps -o pid= --ppid \"$init\" | head -n 1 | tr -d ' ') && "
+              "tr '\\0' ' ' < /proc/$pid/cmdline && echo && "
+              "tr '\\0' '\\n' < /proc/$pid/environ | "
+              "grep -E '^(ASCEND_TOOLKIT_HOME|ASCEND_HOME_PATH|PATH)='")
+    args, *variables = ssh(lab, node, script).splitlines()
+    return {"args": args.strip(), **dict(v.split("=", 1) for v in variables)}
+
+
 def containers(lab, node: str) -> list[dict]:
     return json.loads(ssh(lab, node, "podman ps --format json") or "[]")
 
@@ -142,6 +156,21 @@ def test_a_container_deploy_serves_and_the_key_stays_secret(clab):
     assert complete(lab)
     clab["release_v1"] = report["outcome"]["release_id"]
     clab["image_v1"] = image_id
+
+    # the image's entrypoint ran: the engine has the variables it sets (the image's ENV
+    # has none of them), and it is the engine that the runtime's init started
+    for node in ("node0", "node1"):
+        image_env = json.loads(ssh(lab, node, f"podman image inspect --format "
+                                              f"'{{{{json .Config.Env}}}}' {image_id[7:]}"))
+        assert not any(v.startswith("ASCEND_") for v in image_env), image_env
+        engine = engine_environment(lab, node)
+        # the entrypoint's bash and the secrets' sh exec'd, not forked: it is vLLM itself
+        assert "vllm" in engine["args"].lower() and "sh -c" not in engine["args"], engine["args"]
+        assert engine["ASCEND_TOOLKIT_HOME"] == "/usr/local/Ascend/ascend-toolkit/latest"
+        assert engine["ASCEND_HOME_PATH"] == "/usr/local/Ascend/ascend-toolkit/latest"
+        path = engine["PATH"].split(":")
+        assert path[0] == "/usr/local/Ascend/ascend-toolkit/latest/tools/bishengir/bin", path
+        assert "/usr/local/Ascend/ascend-toolkit/latest/bin" in path and "/opt/vllm/bin" in path
 
     # the key: in no argv, not in the container's recorded config, no output or log
     for node in ("node0", "node1"):

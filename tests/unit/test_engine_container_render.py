@@ -72,11 +72,16 @@ def test_run_argv_gives_devices_driver_files_and_model_read_only(tmp_path, runti
     assert names == [k for k, _ in env] and "=" not in "".join(names)
     assert not any(a.startswith("--env=") and "=" in a[6:] for a in argv)
     assert not any("VLLM_API_KEY" in a or "--env-file" in a for a in argv)
+    # the image's own entrypoint runs (it sets CANN's environment): the image is followed
+    # by the command, the key sourced from the mounted file just before the engine starts
+    assert not any(a.startswith("--entrypoint") for a in argv)
     image_at = argv.index(IMAGE_ID)
-    assert argv[image_at - 1] == "--entrypoint=/bin/sh"
-    assert argv[image_at + 1:image_at + 4] == ["-c", 'set -a; . "$0"; set +a; exec "$@"',
+    assert argv[image_at - 1] == f"--volume=/var/lib/ascendctl/releases/r1/secrets.env:" \
+                                 f"{SECRETS_IN_CONTAINER}:ro"
+    assert argv[image_at + 1:image_at + 5] == ["/bin/sh", "-c",
+                                               'set -a; . "$0"; set +a; exec "$@"',
                                                SECRETS_IN_CONTAINER]
-    assert argv[image_at + 4:image_at + 6] == ["vllm", "serve"]
+    assert argv[image_at + 5:image_at + 7] == ["vllm", "serve"]
 
 
 def test_a3_gets_sixteen_devices_and_private_ipc_a_shm(tmp_path):
@@ -88,9 +93,10 @@ def test_a3_gets_sixteen_devices_and_private_ipc_a_shm(tmp_path):
                                        env_names=["A"], npus=16, read_only_paths=["/m"]))
     assert [a for a in argv if a.startswith("--device=/dev/davinci1")][-1] == "--device=/dev/davinci15"
     assert "--ipc=private" in argv and "--shm-size=32g" in argv
-    # no secrets: the engine itself is the entrypoint
-    assert argv[argv.index(IMAGE_ID) - 1] == "--entrypoint=vllm"
-    assert argv[argv.index(IMAGE_ID) + 1:] == ["serve", "/m"]
+    # no secrets: the engine command itself follows the image, for the image's entrypoint
+    assert not any(a.startswith("--entrypoint") for a in argv)
+    assert argv[argv.index(IMAGE_ID) + 1:] == ["vllm", "serve", "/m"]
+    assert not any("secrets.env" in a for a in argv)
 
 
 def test_stop_and_remove_never_fail_on_a_missing_container(tmp_path):
