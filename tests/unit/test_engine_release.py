@@ -37,9 +37,12 @@ def test_container_release_runs_the_image_by_id_in_the_container_unit(tmp_path):
     assert argv[:3] == ["/usr/bin/podman", "run", "--rm"]
     assert IMAGE_A.id in argv and "quay.io/ascend/vllm-ascend:v0.23.0.post1" not in argv
     inner = argv[argv.index(IMAGE_A.id) + 1:]
-    # sh sources the mounted secrets file, then execs engine.command (not serving.engine)
-    assert inner[:3] == ["-c", 'set -a; . "$0"; set +a; exec "$@"', "/run/ascendctl/secrets.env"]
-    assert inner[3:5] == ["vllm", "serve"]
+    # the image's entrypoint runs sh, which sources the mounted secrets file, then execs
+    # engine.command (not serving.engine)
+    assert not any(a.startswith("--entrypoint") for a in argv)
+    assert inner[:4] == ["/bin/sh", "-c", 'set -a; . "$0"; set +a; exec "$@"',
+                         "/run/ascendctl/secrets.env"]
+    assert inner[4:6] == ["vllm", "serve"]
     unit = files["units/ascendctl-engine.service"].content.decode()
     assert "ExecStop=/usr/bin/podman stop --ignore --time=10 ascendctl-engine" in unit
     assert f"image {IMAGE_A.id[7:19]}" in unit
