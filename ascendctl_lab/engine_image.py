@@ -85,15 +85,24 @@ def entrypoint(toolkit: dict[str, str]) -> list[str]:
             f"source {bisheng_set_env_path(toolkit)} && exec \"$@\"", "--"]
 
 
+def _toolkit_state(toolkit: dict[str, str], running: str) -> dict:
+    """The simulated nodes' state with the toolkit only (the driver's files come from the
+    node, mounted)."""
+    return {"driver": {}, "firmware": {}, "install_info": False, "toolkit": toolkit,
+            "toolkit_running": running}
+
+
+def _image_only_files(toolkit: dict[str, str]) -> dict[str, str]:
+    """Files CANN's images have and the simulated nodes do not: AscendNPU-IR's set_env.sh."""
+    return {bisheng_set_env_path(toolkit): BISHENG_SET_ENV}
+
+
 def cann_files(toolkit: dict[str, str], running: str) -> dict[str, str]:
     """The toolkit's files as the simulated nodes have them (sim/files.py), without the
-    driver's (those come from the node, mounted), and AscendNPU-IR's set_env.sh."""
-    state = {"driver": {}, "firmware": {}, "install_info": False, "toolkit": toolkit,
-             "toolkit_running": running}
-    files = {path: text for path, text in sim_files.render(state).items()
+    driver's, and the image's own (AscendNPU-IR's set_env.sh)."""
+    files = {path: text for path, text in sim_files.render(_toolkit_state(toolkit, running)).items()
              if path.startswith(sim_files.TOOLKIT_ROOT)}
-    files[bisheng_set_env_path(toolkit)] = BISHENG_SET_ENV
-    return files
+    return {**files, **_image_only_files(toolkit)}
 
 
 def _cann_layer(out: Path, toolkit: dict[str, str], running: str) -> LayerTar:
@@ -104,14 +113,13 @@ def _cann_layer(out: Path, toolkit: dict[str, str], running: str) -> LayerTar:
 
 
 def _write_cann_tree(root: Path, toolkit: dict[str, str], running: str) -> None:
-    state = {"driver": {}, "firmware": {}, "install_info": False, "toolkit": toolkit,
-             "toolkit_running": running}
-    sim_files.sync_files(state, str(root))
+    sim_files.sync_files(_toolkit_state(toolkit, running), str(root))
     for leftover in ("usr/local/Ascend/driver", "usr/local/Ascend/firmware"):
         shutil.rmtree(root / leftover, ignore_errors=True)
-    bisheng = root / bisheng_set_env_path(toolkit).lstrip("/")
-    bisheng.parent.mkdir(parents=True)
-    bisheng.write_text(BISHENG_SET_ENV)
+    for name, text in _image_only_files(toolkit).items():
+        target = root / name.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
     # fixed times: the same files give the same layer on every machine
     for path in sorted(root.rglob("*"), reverse=True):
         os.utime(path, (0, 0), follow_symlinks=False)
