@@ -61,6 +61,8 @@ class ArchiveImage:
     layers: tuple[str, ...]             # member names, lowest first
     diff_ids: tuple[str, ...]           # from the config: sha256 of each uncompressed layer
     labels: dict[str, str] = field(default_factory=dict, compare=False)
+    config: bytes = field(default=b"", compare=False, repr=False)   # the config's bytes
+    layer_sizes: tuple[int, ...] = field(default=(), compare=False)  # bytes of each layer
 
     def to_dict(self) -> dict[str, Any]:
         return {"archive": str(self.path), "bytes": self.size, "image_id": self.image_id,
@@ -235,8 +237,10 @@ def _image(scan: _Pass) -> ArchiveScan:
     if len(diff_ids) != len(layers):
         raise scan.error(f"lists {len(layers)} layers but its config {len(diff_ids)} diff_ids")
     visited: dict[str, Any] = {}
+    sizes = []
     for layer, diff_id in zip(layers, diff_ids):
         data = _layer_entry(scan, layer, set(layers))
+        sizes.append(data.member.size)
         if scan.verify_layers and data.digest != diff_id:
             raise scan.error(f"layer {shown(layer)} does not match its diff_id {diff_id}: "
                              "corrupt (or compressed)")
@@ -247,7 +251,8 @@ def _image(scan: _Pass) -> ArchiveScan:
         raise scan.error("manifest.json: RepoTags must be a list of image references")
     image = ArchiveImage(path=scan.path, size=scan.size, image_id=image_id,
                          config_name=config_name, repo_tags=tuple(tags), layers=layers,
-                         diff_ids=diff_ids, labels=labels)
+                         diff_ids=diff_ids, labels=labels, config=config_bytes,
+                         layer_sizes=tuple(sizes))
     return ArchiveScan(image, visited)
 
 

@@ -44,6 +44,7 @@ class LoadResult:
     reason: str | None = None
     seconds: float | None = None
     output: LoadOutput | None = None
+    from_config: bool = False         # loaded from its config: the node held every layer
 
 
 @dataclass(frozen=True)
@@ -108,10 +109,16 @@ class EngineNodeOps:
         answer = self.call("image_id", image=image, **self._runtime)
         return parse_image_id(int(answer.get("rc", 1)), answer.get("stdout", ""))
 
-    def load_archive(self, *, sha256: str, expected_id: str, image: str) -> LoadResult:
+    def held_layers(self, diff_ids: Sequence[str]) -> set[str]:
+        """Which of DIFF_IDS the runtime's storage on this node already holds."""
+        answer = self.call("held_layers", diff_ids=list(diff_ids), **self._runtime)
+        return {str(d) for d in answer.get("held", [])} & set(diff_ids)
+
+    def load_archive(self, *, sha256: str, expected_id: str, image: str,
+                     layout: dict[str, Any] | None = None) -> LoadResult:
         answer = self.call("load_archive", root=self.root, sha256=sha256,
                            expected_id=expected_id, image=image, timeout=3600,
-                           **self._runtime)
+                           layout=layout, **self._runtime)
         load = next((s["load"] for s in answer.get("steps", []) if "load" in s), None)
         output = parse_load_output(load["stdout"] + load["stderr"]) if load else None
         reason = answer.get("reason")
@@ -119,7 +126,8 @@ class EngineNodeOps:
             reason += ": " + (load.get("stderr") or "").strip()[-300:]
         return LoadResult(bool(answer.get("ok")), answer.get("image_id"),
                           bool(answer.get("loaded")), reason,
-                          load.get("seconds") if load else None, output)
+                          load.get("seconds") if load else None, output,
+                          bool(answer.get("from_layout")))
 
     def npu_holders(self) -> NpuHolders:
         kwargs = self._runtime if self.spec.runtime else {"runtime": None, "path": None}

@@ -7,7 +7,8 @@ What "present" means is the engine kind's (ascendctl/engine/kinds/): an image ar
 relayed into the stores and loaded where the image ID is missing, an image every node
 must already hold, a venv built offline from the relayed wheels, nothing for a host
 executable. Here: the order — one read per node, the relay of what the kind's plan
-carries to the nodes that lack it, then the kind's load or build there.
+carries to the nodes that lack it (a node the kind says can do without, e.g. one that
+holds every layer of the image, gets nothing), then the kind's load or build there.
 
 Every failure raises EngineError naming the node, and happens before the deploy touches
 a running engine, so the previous release keeps serving.
@@ -51,11 +52,13 @@ def ensure_engine(inv, pool, plan: EnginePlan, *, show_progress: bool = True,
     if not need:
         return status
 
-    summary = push(inv, files_plan(inv, plan.objects, need), show_progress=show_progress,
-                   pool=pool)
-    if not summary.ok:
-        raise EngineError(f"the {kind.relayed} did not reach every node: "
-                          + "; ".join(summary.errors))
+    relay_to = [h for h in need if status[h.name].relay]
+    if relay_to:
+        summary = push(inv, files_plan(inv, plan.objects, relay_to),
+                       show_progress=show_progress, pool=pool)
+        if not summary.ok:
+            raise EngineError(f"the {kind.relayed} did not reach every node: "
+                              + "; ".join(summary.errors))
     done = kind.install(inv, pool, plan, need=need)
     return {h.name: done.get(h.name, status[h.name]) for h in hosts}
 

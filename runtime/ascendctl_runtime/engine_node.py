@@ -14,12 +14,15 @@ parsers are tested on recorded output. Layout under ROOT (deploy.root):
 
 from __future__ import annotations
 
+import base64
 import fcntl
+import hashlib
 import json
 import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from typing import Any, Optional
@@ -98,23 +101,123 @@ def _record_image(root: str, image: str, ref: str) -> None:
     write_atomic(_images_registry(root), (json.dumps(registry, indent=1) + "\n").encode())
 
 
+def held_layers(runtime: str, path: str, diff_ids: list[str]) -> dict[str, Any]:
+    """Which of DIFF_IDS (uncompressed layer digests) the images in the runtime's storage
+    already have: the storage keeps each layer once, whatever image brought it."""
+    wanted = [_check_digest(d) for d in diff_ids]
+    listed = _run([path, "images", "--quiet", "--no-trunc"], timeout=60)
+    ids = sorted({line.strip() for line in listed["stdout"].splitlines() if line.strip()})
+    held: set[str] = set()
+    if listed["rc"] == 0 and ids:
+        inspected = _run([path, "image", "inspect", "--format", "{{json .RootFS.Layers}}",
+                          "--", *[_check_ref(i, "image id") for i in ids]], timeout=120)
+        for line in inspected["stdout"].splitlines():
+            try:
+                layers = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(layers, list):
+                held.update(str(layer) for layer in layers)
+    return {"rc": listed["rc"], "held": [d for d in wanted if d in held],
+            "stderr": listed["stderr"][-300:]}
+
+
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
+OCI_LAYER = "application/vnd.oci.image.layer.v1.tar"
+
+
+def write_layout(directory: str, config: bytes, layers: list[list[Any]]) -> str:
+    """An OCI image layout in DIRECTORY holding the image config and a manifest that names
+    LAYERS ([diff_id, size], uncompressed: the digest is the diff_id) without their blobs.
+    podman loads it when its storage already holds every layer: the copy reuses a layer
+    it has before it would read the blob. Returns the config's digest (the image ID)."""
+    blobs = os.path.join(directory, "blobs", "sha256")
+    os.makedirs(blobs)
+
+    def blob(data: bytes) -> dict[str, Any]:
+        digest = hashlib.sha256(data).hexdigest()
+        with open(os.path.join(blobs, digest), "wb") as handle:
+            handle.write(data)
+        return {"digest": "sha256:" + digest, "size": len(data)}
+
+    config_blob = blob(config)
+    entries = []
+    for item in layers:
+        if not (isinstance(item, list) and len(item) == 2 and isinstance(item[1], int)
+                and not isinstance(item[1], bool) and item[1] >= 0):
+            raise ValueError(f"bad layer entry {item!r}")
+        entries.append({"mediaType": OCI_LAYER, "digest": _check_digest(item[0]),
+                        "size": item[1]})
+    manifest = json.dumps({"schemaVersion": 2, "mediaType": OCI_MANIFEST,
+                           "config": {"mediaType": OCI_CONFIG, **config_blob},
+                           "layers": entries}, sort_keys=True).encode()
+    index = {"schemaVersion": 2, "manifests": [{"mediaType": OCI_MANIFEST, **blob(manifest)}]}
+    with open(os.path.join(directory, "index.json"), "w") as handle:
+        json.dump(index, handle)
+    with open(os.path.join(directory, "oci-layout"), "w") as handle:
+        json.dump({"imageLayoutVersion": "1.0.0"}, handle)
+    return config_blob["digest"]
+
+
+def _check_digest(value: Any) -> str:
+    if not isinstance(value, str) or not value.startswith("sha256:"):
+        raise ValueError(f"bad digest {value!r}")
+    _check_sha(value[7:])
+    return value
+
+
+def _load_layout(path: str, root: str, expected: str, layout: dict[str, Any]
+                 ) -> dict[str, Any]:
+    """`podman load` of the image's config alone (write_layout), as an OCI archive (a
+    layout directory would be named after its path) in a scratch directory of the store,
+    removed afterwards."""
+    config = base64.b64decode(str(layout["config"]), validate=True)
+    staging = os.path.join(root, "store")
+    os.makedirs(staging, exist_ok=True)
+    scratch = tempfile.mkdtemp(prefix=".layout-", dir=staging)
+    try:
+        directory = os.path.join(scratch, "layout")
+        if write_layout(directory, config, list(layout["layers"])) != expected:
+            return {"rc": 1, "stdout": "", "stderr": "the config is not the expected image"}
+        archive = os.path.join(scratch, "image.tar")
+        with tarfile.open(archive, "w") as tar:
+            for name in sorted(os.listdir(directory)):
+                tar.add(os.path.join(directory, name), arcname=name)
+        started = time.monotonic()
+        loaded = _run([path, "load", "--input", archive], timeout=600)
+        loaded["seconds"] = round(time.monotonic() - started, 1)
+        return loaded
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
 def load_archive(runtime: str, path: str, root: str, sha256: str, expected_id: str,
-                 image: str, drop_archive: bool = True) -> dict[str, Any]:
+                 image: str, drop_archive: bool = True,
+                 layout: Optional[dict[str, Any]] = None) -> dict[str, Any]:
     """Load the archive object SHA256 from the store; check it gave EXPECTED_ID; make sure
     IMAGE names it. Nothing is loaded when the image is already there. `drop_archive`:
     remove the store object once its image is loaded (the runtime's storage holds the
-    image; a later deploy finds the image ID and sends nothing)."""
+    image; a later deploy finds the image ID and sends nothing). `layout` (podman: the
+    image's config and its layers' digests and sizes): with no archive in the store and
+    every layer already held, the image is loaded from its config alone."""
     expected = _normal_id(expected_id)
     present = image_id(runtime, path, expected)
     steps: list[dict[str, Any]] = []
     if present["rc"] != 0:
         archive = store_object(root, sha256)
-        if not os.path.isfile(archive):
+        if os.path.isfile(archive):
+            started = time.monotonic()
+            loaded = _run([path, "load", "--input", archive], timeout=3600)
+            loaded["seconds"] = round(time.monotonic() - started, 1)
+        elif layout and runtime == "podman" and len(held_layers(
+                runtime, path, [item[0] for item in layout["layers"]])["held"]) == \
+                len(layout["layers"]):
+            loaded = _load_layout(path, root, expected, layout)
+            loaded["from_layout"] = True
+        else:
             return {"ok": False, "reason": f"archive {sha256[:12]} is not in the store",
                     "steps": steps}
-        started = time.monotonic()
-        loaded = _run([path, "load", "--input", archive], timeout=3600)
-        loaded["seconds"] = round(time.monotonic() - started, 1)
         steps.append({"load": loaded})
         if loaded["rc"] != 0:
             return {"ok": False, "reason": "load failed", "steps": steps}
@@ -138,6 +241,7 @@ def load_archive(runtime: str, path: str, root: str, sha256: str, expected_id: s
             except FileNotFoundError:
                 pass
     return {"ok": True, "image_id": expected, "loaded": bool(steps and "load" in steps[0]),
+            "from_layout": bool(steps and steps[0].get("load", {}).get("from_layout")),
             "steps": steps}
 
 
@@ -281,9 +385,12 @@ def _build_venv(root: str, directory: str, digest: str, python: str,
             targets = ["--find-links", links, *[_check_ref(p, "package") for p in packages]]
         else:
             targets = ["--no-deps", *sorted(os.path.join(links, w["name"]) for w in wheels)]
+        # --no-compile: pip would byte-compile every module of every wheel (transformers'
+        # hundreds of models, torch's tests), twice the time of the install itself; the
+        # engine's first start compiles only the modules it imports.
         steps = ([_check_ref(python, "python"), "-m", "venv", directory],
-                 [pip, "install", "--no-index", "--no-cache-dir", "--progress-bar", "off",
-                  *targets])
+                 [pip, "install", "--no-index", "--no-cache-dir", "--no-compile",
+                  "--progress-bar", "off", *targets])
         with open(log_path, "wb") as log:
             for argv in steps:
                 log.write(("$ " + " ".join(argv[:8]) + (" ..." if len(argv) > 8 else "")
@@ -355,6 +462,7 @@ def prune(root: str, keep_images: list[str], keep_venvs: list[str],
 
 OPERATIONS = {
     "runtime_version": runtime_version, "image_id": image_id, "load_archive": load_archive,
+    "held_layers": held_layers,
     "image_files": image_files, "npu_holders": npu_holders, "venv_state": venv_state,
     "venv_create": venv_create, "prune": prune,
 }

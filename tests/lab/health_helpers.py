@@ -101,11 +101,12 @@ def wait_serving_and_stable(cluster) -> None:
         supervisor(cluster)), guard_s=180)
 
 
-def deploy(cluster, name: str, **serving) -> None:
-    """Deploy the inventory NAME (the cluster's from now on)."""
+def deploy(cluster, name: str, **serving) -> dict:
+    """Deploy the inventory NAME (the cluster's from now on); the deploy's JSON report."""
     cluster["inv"] = inventory(cluster, name, **serving)
     result = ascendctl("deploy", "-i", str(cluster["inv"]), "--yes", "--json")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return json.loads(result.stdout)
 
 
 def engine_pid(cluster, node: str) -> int:

@@ -13,8 +13,10 @@ container (`lab up --engine container`: podman, the lab engine image moved as an
      with no archive; another container given the NPUs (preflight gate)
   C  preflight reads the image's CANN against the simulated driver: a pass, then a
      mismatch (`lab fault driver-old`), and from the archive for an image not loaded yet
-  D  engine upgrade (`lab engine-image --tag v2`): a new release running the v2 image,
-     rollback to the v1 image, history shows both; a stop leaves no container
+  D  engine upgrade (`lab engine-image --tag v2`: the same layers, another config): a new
+     release running the v2 image, loaded on each node from its config alone (every layer
+     is there: nothing relayed); rollback to the v1 image, history shows both; a stop
+     leaves no container
 
 venv (`lab up --engine venv`: a venv built on every node from the lab wheelhouse)
   E  deploy: every rank runs `<root>/engines/venv/<digest>/bin/vllm`, a completion answers;
@@ -281,6 +283,13 @@ def test_d_engine_upgrade_then_rollback_to_the_old_image(clab):
     lab = clab["lab"]
     report = deployed(ascendctl("deploy", "-i", str(clab["v2"]), "--yes", "--json"))
     release_v2 = report["outcome"]["release_id"]
+    # v2 has v1's layers (only its config differs): each node loads it from the config,
+    # and not one byte of the 4 GB archive travels
+    (present,) = tasks(report, "engine_present")
+    assert set(present["hosts"]) == {"node0", "node1"}
+    for result in present["hosts"].values():
+        assert result["status"] == "changed" and "nothing relayed" in result.get("msg", ""), \
+            result
     assert release_v2 != clab["release_v1"] and report["outcome"]["previous"] == clab["release_v1"]
     for node in ("node0", "node1"):
         (box,) = containers(lab, node)

@@ -46,6 +46,9 @@ class EnginePlan:
     identity: EngineIdentity
     objects: list[Any] = field(default_factory=list)   # weights PlannedFile per file to push
     node_images: dict[str, str | None] = field(default_factory=dict)
+    # what a node can make the engine from without the objects (container: the image's
+    # config and layer digests, for a node whose storage holds every layer)
+    without_objects: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,7 @@ class NodeEngine:
     node: str
     changed: bool          # loaded an image / built a venv (or would, in check mode)
     detail: str
+    relay: bool = True     # when changed: the plan's objects must reach this node first
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ the release runs the image by ID (its identity) in ascendctl-engine-container.se
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Container, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -170,7 +171,8 @@ class ContainerKind(EngineKind):
         spec = inv.engine
         if spec.archive:
             identity, held = archive_identity(spec.archive, spec.image)
-            return EnginePlan(identity, hashed_files([held.path], cache=cache))
+            return EnginePlan(identity, hashed_files([held.path], cache=cache),
+                              without_objects=_config_layout(spec, held))
         if pool is None:
             raise ValueError("a container engine without an archive needs a pool")
         ids = map_nodes(pool, hosts, lambda conn: node_ops(inv, pool, conn.settings.name)
@@ -185,12 +187,20 @@ class ContainerKind(EngineKind):
             identity_from_nodes(spec.image, plan.node_images or {h.name: None for h in hosts})
             return {h.name: NodeEngine(h.name, False, f"{label} present") for h in hosts}
         objects = sum(f.entry.size for f in plan.objects)
-        present = map_nodes(pool, hosts, lambda conn: node_ops(inv, pool, conn.settings.name)
-                            .image_id(identity.id))
-        return {h.name: NodeEngine(h.name, False, f"{label} present")
-                if present[h.name] == identity.id else
-                NodeEngine(h.name, True, f"would relay the archive ({objects} bytes) and "
-                                         f"load {label}") for h in hosts}
+        layout = plan.without_objects
+
+        def read(conn) -> NodeEngine:
+            name = conn.settings.name
+            ops = node_ops(inv, pool, name)
+            if ops.image_id(identity.id) == identity.id:
+                return NodeEngine(name, False, f"{label} present")
+            if layout and len(ops.held_layers(layout["diff_ids"])) == len(layout["diff_ids"]):
+                return NodeEngine(name, True, f"would load {label} from its config (every "
+                                              "layer is on the node: nothing relayed)",
+                                  relay=False)
+            return NodeEngine(name, True, f"would relay the archive ({objects} bytes) and "
+                                          f"load {label}")
+        return map_nodes(pool, hosts, read)
 
     def install(self, inv, pool, plan: EnginePlan, *, need: Sequence[Any]
                 ) -> dict[str, NodeEngine]:
@@ -200,9 +210,14 @@ class ContainerKind(EngineKind):
         def load(conn) -> NodeEngine:
             name = conn.settings.name
             result = node_ops(inv, pool, name).load_archive(
-                sha256=archive.sha256, expected_id=identity.id, image=inv.engine.image)
+                sha256=archive.sha256, expected_id=identity.id, image=inv.engine.image,
+                layout=_node_layout(plan.without_objects))
             if not result.ok:
                 raise EngineError(f"{name}: {result.reason}")
+            if result.from_config:
+                return NodeEngine(name, True, f"loaded {label} from its config in "
+                                              f"{result.seconds or 0:.0f} s (every layer was "
+                                              "on the node: nothing relayed)", relay=False)
             return NodeEngine(name, result.loaded,
                               f"relayed and loaded {label} in {result.seconds or 0:.0f} s"
                               if result.loaded else f"{label} present")
@@ -268,3 +283,21 @@ def _archive_id(archive: str | None) -> str | None:
         return read_archive(archive).image_id if archive else None
     except AscendctlError:
         return None
+
+
+def _config_layout(spec: EngineSpec, held: ArchiveImage) -> dict[str, Any] | None:
+    """podman loads an image from its config alone when its storage holds every layer (an
+    OCI layout without layer blobs: the copy reuses a layer before reading it); docker
+    loads only archives, so it always gets the archive."""
+    if spec.runtime != "podman" or not held.config or \
+            len(held.layer_sizes) != len(held.diff_ids):
+        return None
+    return {"config": held.config, "diff_ids": list(held.diff_ids),
+            "sizes": list(held.layer_sizes)}
+
+
+def _node_layout(layout: dict[str, Any] | None) -> dict[str, Any] | None:
+    if layout is None:
+        return None
+    return {"config": base64.b64encode(layout["config"]).decode("ascii"),
+            "layers": [[d, n] for d, n in zip(layout["diff_ids"], layout["sizes"])]}
