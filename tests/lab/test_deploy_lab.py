@@ -4,8 +4,8 @@ The subject is the orchestration (the release, its key, rank order, the lock, wh
 failure at each step rolls back to), so the nodes run the lab's stand-in for `vllm serve`
 (docs/lab.md): it parses the flags as vLLM does and dies with its gang as vLLM does, and
 starts in seconds. The real engine's end-to-end tests of first deploy, a new release and
-rollback are test_engine_deploy_lab.py, test_bench_lab.py, test_quality_lab.py and
-test_replicas_lab.py.
+rollback are test_engine_deploy_lab.py, test_bench_lab.py and test_replicas_lab.py
+(with the quality gate's).
 
 One 2-node lab serves the whole module; the tests run in order, each starting from the
 state the previous one left (deploys are minutes each, so the scenarios share them):

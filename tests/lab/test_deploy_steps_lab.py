@@ -2,8 +2,8 @@
 stand-in engine: the subject is the orchestration (where a step runs, what a failing step
 restores, who holds the lock), so the nodes run the lab's stand-in for `vllm serve`
 (docs/lab.md), which starts in seconds; the real engine's end-to-end deploy and rollback
-tests are test_engine_deploy_lab.py, test_bench_lab.py, test_quality_lab.py and
-test_replicas_lab.py. One 2-node lab; the tests run in order, each from the state the
+tests are test_engine_deploy_lab.py, test_bench_lab.py and test_replicas_lab.py
+(with the quality gate's). One 2-node lab; the tests run in order, each from the state the
 previous one left:
 
   A  a first deploy (the baseline release)

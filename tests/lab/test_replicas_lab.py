@@ -1,7 +1,16 @@
-"""Replicas against the real engine (vLLM's CPU build serving the lab's tiny model): a lab
-of two single-node serving groups behind nginx on node0 (`lab up --replicas 2`), one
-initial deployment shared by every test here, in this order:
+"""Replicas and the quality gate against the real engine (vLLM's CPU build serving the
+lab's tiny model): a lab of two single-node serving groups behind nginx on node0 (`lab up
+--replicas 2`), one initial deployment shared by every test here, in this order:
 
+Q. the quality gate of one group (`bench --quality --group replica0`, what a one-group
+   deploy runs) on release A:
+   1. in "agree with previous" mode the first release has nothing to agree with: its
+      greedy answers (with vLLM's token ids) are recorded as the reference, and a second
+      run answers the same;
+   2. a prompt set whose expected answers are what the model really answers passes
+      (completions and chat);
+   3. a prompt set with a wrong expected answer fails, naming the prompt, what was
+      expected and what came back (text, JSON, JUnit);
 1. a rolling deploy of a changed setting (max_num_seqs 8 -> 4; `--check` shows the order
    first) while a continuous stream of requests (streamed and plain, `x-api-key`) goes
    through the proxy: no request fails, both groups end on the new release, and the
@@ -11,11 +20,13 @@ initial deployment shared by every test here, in this order:
    ("agree with the previous release") passed against release A's recorded answers;
 3. a release with structurally valid but altered weights (one tensor scaled) fails that
    gate on the first group, under the stream: exit 6 names the group, the step and the
-   gate; the first group is back on its release, the second group's engine was never
-   touched, the stream saw no failure;
-4. a prompt set with a wrong expected answer fails the gate (`bench --quality`, every
+   gate (text, JUnit); the first group is back on its release, the second group's engine
+   was never touched, the stream saw no failure;
+4. `history` shows each release's latest gate result; the API key is nowhere but in the
+   releases' 0600 secrets.env;
+5. a prompt set with a wrong expected answer fails the gate (`bench --quality`, every
    group): the report names the failed prompt and what came back;
-5. `bench` and `doctor` cover every group.
+6. `bench` and `doctor` cover every group.
 
 Two engines at most (one per group). Run under the machine's engine slot:
 `flock /run/lock/ascendctl-engine-slot .venv/bin/pytest tests/lab/test_replicas_lab.py`.
@@ -33,10 +44,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from junitparser import JUnitXml
 
 from tests.conftest import require_lab, unique_lab_name
 from tests.lab.request_stream import RequestStream
-from tests.lab.test_quality_lab import SCALE, SCALED_TENSOR, scaled_copy
+from tests.lab.quality_helpers import (
+    SCALE, SCALED_TENSOR, agreement_prompt_file, real_answer_prompts, scaled_copy,
+)
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(2400)]
 
@@ -69,8 +83,8 @@ def write_inventory(state: dict, name: str, *, serving: dict | None = None,
     return path
 
 
-def deploy(inv: Path) -> tuple[subprocess.CompletedProcess, dict]:
-    result = ascendctl("deploy", "-i", str(inv), "--yes", "--json")
+def deploy(inv: Path, *extra: str) -> tuple[subprocess.CompletedProcess, dict]:
+    result = ascendctl("deploy", "-i", str(inv), "--yes", "--json", *extra)
     try:
         data = json.loads(result.stdout)
     except ValueError:
@@ -105,6 +119,21 @@ def stream(state: dict) -> RequestStream:
                          workers=2, max_tokens=8, pause_s=0.25)
 
 
+def node_sh(state: dict, node: str, script: str) -> str:
+    return state["lab"].exec(node, ["sh", "-c", script], timeout=120).stdout
+
+
+def gate(inv: Path, *extra: str) -> tuple[subprocess.CompletedProcess, dict | None]:
+    """The first group's quality gate (`--group replica0`: one report, as for one group)."""
+    result = ascendctl("bench", "-i", str(inv), "--quality", "--group", "replica0", "--json",
+                       *extra, timeout=900)
+    try:
+        report = json.loads(result.stdout)
+    except ValueError:
+        report = None
+    return result, report
+
+
 def gate_record(state: dict, node: str, release: str) -> dict:
     """The newest quality gate record of RELEASE on NODE."""
     out = state["lab"].exec(node, ["sh", "-c", f"cat $(ls {ROOT}/quality/{release}/*.json "
@@ -129,6 +158,11 @@ def state(tmp_path_factory):
                  "proxy_port": data["all"]["vars"]["serving"]["proxy"]["port"],
                  "api_key": lab.api_key_file.read_text().strip(), "timings": timings}
         state["inv_a"] = write_inventory(state, "a", deploy={"rolling": {"max_unavailable": 2}})
+        state["agree_prompts"] = agreement_prompt_file(state["dir"])
+        state["agree"] = {"agree_with_previous": True, "min_agreement": 0.9,
+                          "prompts": str(state["agree_prompts"]), "max_tokens": 24}
+        state["inv_q"] = write_inventory(state, "q", quality=state["agree"])
+        state["reports"] = {}
         started = time.monotonic()
         result, report = deploy(state["inv_a"])
         timings["deploy A (both groups at once)"] = time.monotonic() - started
@@ -139,6 +173,85 @@ def state(tmp_path_factory):
         print("\n" + "".join(f"{what}: {seconds:.0f} s\n" for what, seconds in timings.items()))
         lab.down()
 
+
+# -- Q: one group's quality gate on release A ----------------------------------------------
+
+def test_q1_the_first_release_records_its_greedy_answers_as_the_reference(state):
+    result, report = gate(state["inv_q"])
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert report["release"] == state["release_a"] and report["status"] == "pass"
+    assert report["node"] == "node0" and report["mode"] == "agree_with_previous"
+    assert report["reference"]["kind"] == "none" and report["agreement"] is None
+    prompts = report["prompts"]
+    assert [p["id"] for p in prompts][-2:] == ["chat-hello", "chat-system"]
+    for prompt in prompts:
+        assert prompt["error"] is None, prompt
+        # vLLM's own token ids, at most max_tokens of them; the text is what they decode to
+        assert 1 <= len(prompt["token_ids"]) <= 24 and all(isinstance(t, int)
+                                                          for t in prompt["token_ids"])
+        assert prompt["finish_reason"] in ("length", "stop")
+    assert len({tuple(p["token_ids"]) for p in prompts}) > len(prompts) // 2
+    record = json.loads(node_sh(state, "node0", f"cat {report['stored']}"))
+    assert report["stored"].startswith(f"{ROOT}/quality/{state['release_a']}/")
+    assert [p["token_ids"] for p in record["prompts"]] == [p["token_ids"] for p in prompts]
+    # greedy is deterministic: a second run answers the same, token for token
+    again, second = gate(state["inv_q"], "--baseline")
+    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
+    assert second["reference"]["kind"] == "baseline"
+    same = sum(1 for a, b in zip(prompts, second["prompts"]) if a["token_ids"] == b["token_ids"])
+    print(f"\nrelease A answered twice: {same}/{len(prompts)} prompts identical")
+    assert same >= len(prompts) - 1
+    state["reports"]["a"] = report
+
+
+def test_q2_a_prompt_set_of_the_models_real_answers_passes(state):
+    assert "a" in state["reports"], "needs release A's recorded answers"
+    prompts = real_answer_prompts(state["dir"], state["agree_prompts"],
+                                  state["reports"]["a"]["prompts"])
+    inv = write_inventory(state, "right", quality={"prompts": str(prompts), "max_tokens": 24})
+    junit = state["dir"] / "right.xml"
+    result, report = gate(inv, "--junit", str(junit))
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert report["mode"] == "prompts" and report["status"] == "pass"
+    assert [(p["id"], p["status"], p["expect_ok"]) for p in report["prompts"]] == \
+        [("capital", "pass", True), ("python", "pass", True), ("story", "pass", True),
+         ("chat-hello", "pass", True)]
+    suite = JUnitXml.fromfile(str(junit))
+    assert suite.tests == 4 and suite.failures == 0
+
+
+def test_q3_a_wrong_expected_answer_fails_and_shows_what_came_back(state):
+    assert "a" in state["reports"], "needs release A's recorded answers"
+    prompts = real_answer_prompts(state["dir"], state["agree_prompts"],
+                                  state["reports"]["a"]["prompts"], wrong="Paris is the capital")
+    inv = write_inventory(state, "wrong-a", quality={"prompts": str(prompts), "max_tokens": 24})
+    junit = state["dir"] / "wrong-a.xml"
+    result = ascendctl("bench", "-i", str(inv), "--quality", "--group", "replica0",
+                       "--junit", str(junit), timeout=900)
+    assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
+    python = next(p for p in state["reports"]["a"]["prompts"] if p["id"] == "python")
+    out = result.stdout
+    assert "FAIL: quality gate (prompts) failed on node0" in out
+    assert "1 of 4 prompts failed (python: expected contains \"Paris is the capital\"" in out
+    # which prompt, what was expected, what came back
+    from ascendctl.inventory.prompts import truncate
+    from ascendctl.junit import xml_text
+
+    assert "python ('def fibonacci(n):" in out
+    assert f"got {truncate(python['text'], 120)!r}" in out
+    cases = {c.name: c for suite in JUnitXml.fromfile(str(junit)) for c in suite}
+    assert not cases["prompt.python"].is_passed
+    assert [name for name, case in cases.items() if case.is_passed] == \
+        ["prompt.capital", "prompt.story", "prompt.chat-hello"]
+    failure = cases["prompt.python"].result[0]
+    assert "Paris is the capital" in failure.message
+    assert xml_text(truncate(python["text"], 400)) in failure.text
+    _again, report = gate(inv)
+    [failed] = [p for p in report["prompts"] if p["status"] == "fail"]
+    assert failed["id"] == "python" and failed["text"] == python["text"]
+
+
+# -- 1-6: the rolling deploy and the groups' gates -------------------------------------------
 
 def test_a_rolling_deploy_under_a_stream_of_requests_fails_none(state):
     inv_b = write_inventory(state, "b", serving={"max_num_seqs": 4})
@@ -199,6 +312,24 @@ def test_a_release_that_changes_nothing_the_model_computes_passes_the_gate(state
         assert agreement["compared"] == 16 and agreement["mean"] >= 0.9
     releases = {r["id"]: r for r in history(state["inv_b"])["releases"]}
     assert releases[state["release_b"]]["quality"]["status"] == "pass"
+    # what a rolling deploy asks before it switches: does A have answers to agree with?
+    from ascendctl.load import load_inventory
+    from ascendctl.quality.gate import has_recorded_answers
+    from ascendctl.transport import SshPool
+
+    inv = load_inventory(state["inv_b"])
+    with SshPool([inv.head]) as pool:
+        conn = pool.conn(inv.head.name)
+        assert has_recorded_answers(inv, state["release_a"], conn)
+        # the deploy gated B before it took traffic, and recorded B's answers doing so
+        assert has_recorded_answers(inv, state["release_b"], conn)
+    # and the gate run by hand says the same
+    result, report = gate(state["inv_b"])
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert report["release"] == state["release_b"]
+    assert report["reference"]["kind"] == "record"
+    assert report["reference"]["release"] == state["release_a"]
+    assert report["agreement"]["mean"] >= 0.9
 
 
 def test_altered_weights_fail_the_gate_on_the_first_group_only(state):
@@ -210,7 +341,8 @@ def test_altered_weights_fail_the_gate_on_the_first_group_only(state):
     with stream(state) as requests:
         requests.wait_for(10, 60)
         started = time.monotonic()
-        result, report = deploy(inv_c)
+        junit = state["dir"] / "scaled.xml"
+        result, report = deploy(inv_c, "--junit", str(junit))
         state["timings"]["deploy C (gate fails, replica0 restored)"] = \
             time.monotonic() - started
         requests.wait_for(requests.result.sent + 20, 60)
@@ -225,8 +357,10 @@ def test_altered_weights_fail_the_gate_on_the_first_group_only(state):
                               "takes traffic (slo.quality)' on node0 (serving group "
                               "replica0): quality gate (agree_with_previous) failed on node0 "
                               f"for release {release_c}: agreement "), summary
+    assert f"< min_agreement 0.9 with release {release_b}" in summary, summary
     assert (f"Serving group replica0 is back on {release_b} and serving; replica1 was not "
             f"touched (still serving {release_b})") in summary
+    assert any(not c.is_passed for suite in JUnitXml.fromfile(str(junit)) for c in suite)
     assert outcome["failed_group"] == "replica0" and outcome["restored_groups"] == ["replica0"]
     assert outcome["switched_groups"] == []
     assert counts.failures == []
@@ -242,6 +376,31 @@ def test_altered_weights_fail_the_gate_on_the_first_group_only(state):
     assert [kind for _t, kind in first] == ["stop", "start", "stop", "start"], first
     assert second == []
     state["release_c"] = release_c
+
+
+def test_history_shows_each_releases_latest_gate_and_the_key_stays_on_the_nodes(state):
+    assert "release_c" in state, "needs the previous tests' releases"
+    result = ascendctl("history", "-i", str(state["inv_a"]), "--json", timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    releases = {r["id"]: r for r in json.loads(result.stdout)["releases"]}
+    # A's latest gate run on the first group's head is its newest record there
+    newest_a = gate_record(state, "node0", state["release_a"])
+    assert releases[state["release_a"]]["quality"]["status"] == newest_a["status"]
+    assert releases[state["release_a"]]["quality"]["mode"] == newest_a["mode"]
+    assert releases[state["release_b"]]["quality"]["status"] == "pass"
+    assert releases[state["release_b"]]["quality"]["agreement"]["mean"] >= 0.9
+    assert releases[state["release_c"]]["quality"]["status"] == "fail"
+    assert "prompts" not in releases[state["release_c"]]["quality"]     # summaries only
+    table = ascendctl("history", "-i", str(state["inv_a"]), timeout=120)
+    assert re.search(r"fail: agreement 0\.\d\d", table.stdout), table.stdout
+    events = [json.loads(line) for line in node_sh(state, "node0", f"cat {ROOT}/history.jsonl")
+              .splitlines()]
+    assert [e["status"] for e in events if e.get("event") == "quality"][-1] == "fail"
+    for node in GROUPS.values():
+        leaks = node_sh(state, node, f"grep -rl {state['api_key']} {ROOT}/quality "
+                                     f"{ROOT}/history.jsonl || true")
+        assert leaks.strip() == ""
+    assert state["api_key"] not in result.stdout + table.stdout
 
 
 def wrong_answer_prompts(state: dict) -> Path:
