@@ -41,30 +41,31 @@ def ascendctl(*args: str, timeout: float = 1200) -> subprocess.CompletedProcess:
                           text=True, timeout=timeout, env=env, stdin=subprocess.DEVNULL)
 
 
-ENGINE_USERS = re.compile(r"vllm serve |-m ascendctl (?:deploy|rollback|demo)\b|"
-                          r"bin/ascendctl (?:deploy|rollback|demo)\b")
+# A real vLLM engine: `vllm serve` (API server, or a headless rank) and its engine cores;
+# the lab's stand-in for `vllm serve` (engine-free lab modules, run beside this one by
+# tests/conftest.py) is not one.
+ENGINE_PROCESS = re.compile(r"\bvllm serve |^VLLM::EngineCore")
+STANDIN = "/opt/ascendctl-standin/"
 
 
 def other_engines() -> list[str]:
-    """vLLM engines on this machine (any lab), and deploys that are about to start some."""
-    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
-    return [line for line in out.splitlines() if ENGINE_USERS.search(line)]
+    """Real vLLM engines on this machine (any lab's)."""
+    out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines()
+            if ENGINE_PROCESS.search(line) and STANDIN not in line]
 
 
 def wait_for_engine_slots(limit_s: float = 3600) -> None:
     """At most two engines may run on this machine at once: before starting ours, wait
-    until no other engine runs and no deploy is under way (twice in a row, 10 s apart);
-    never start ours next to someone else's."""
+    until no other real engine runs (in CI the engine suite runs on one worker, so none
+    does; a second session on the same machine would); never start ours next to someone
+    else's."""
     deadline = time.time() + limit_s
-    quiet = 0
-    while quiet < 2:
-        busy = other_engines()
-        if busy and time.time() > deadline:
+    while busy := other_engines():
+        if time.time() > deadline:
             pytest.fail(f"other vLLM engines kept running for {limit_s:.0f} s; not starting "
                         "two more on this machine:\n" + "\n".join(busy[:4]), pytrace=False)
-        quiet = 0 if busy else quiet + 1
-        if quiet < 2:
-            time.sleep(10)
+        time.sleep(5)
 
 
 def write_inventory(state: dict, name: str, slo: dict | None = None) -> Path:
