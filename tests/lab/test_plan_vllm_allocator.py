@@ -50,6 +50,10 @@ from tests.unit.test_plan_acceptance import pin_release
 from tests.unit.test_plan_inventories import make_inventory, serving
 
 pytestmark = pytest.mark.lab
+# One Python process on a node imports vLLM's allocator functions; no engine is started
+# (nothing serves, no NPU or port is held): it runs beside the engine suite
+# (tests/conftest.py).
+ENGINE_FREE = True
 
 GIB = 1 << 30
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures/models/qwen3.5-35b-a3b/config.json"
