@@ -37,6 +37,12 @@ TAG_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 TAG_LABEL = "org.ascendctl.lab.tag"
 WRITER_VERSION = "1"
 ENGINE_COMMAND = "vllm"
+# What the node image's vLLM layer holds that the engine never loads, left out of the
+# image (a quarter of its 4 GB, relayed and loaded at every container deploy): Triton
+# (its wheel has no CPU backend, so vLLM's CPU build disables it: "Triton is installed,
+# but doesn't include CPU backend"), torch's tests and C++ headers. Names under each
+# site-packages of the venv; globs.
+ENGINE_LAYER_SKIP = ("triton", "triton-*.dist-info", "torch/test", "torch/include")
 IMAGE_ENV = (f"PATH={VLLM_DIR}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
              "HOME=/root", "LANG=C.UTF-8")
 # AscendNPU-IR's binaries (bishengir-compile, which triton-ascend looks up on PATH) are in
@@ -126,7 +132,7 @@ def _write_cann_tree(root: Path, toolkit: dict[str, str], running: str) -> None:
     os.utime(root, (0, 0))
 
 
-def _cached_layer(out: Path, name: str, fill) -> LayerTar:
+def _cached_layer(out: Path, name: str, fill, skip: tuple[str, ...] = ()) -> LayerTar:
     tar = out / "layers" / f"{name}.tar"
     meta = tar.with_suffix(".json")
     if tar.exists() and meta.exists():
@@ -140,10 +146,17 @@ def _cached_layer(out: Path, name: str, fill) -> LayerTar:
             fill(source)
             layer = write_layer_tar(source, tar)
     else:
-        layer = write_layer_tar(Path(fill), tar)
+        layer = write_layer_tar(Path(fill), tar, skip=skip)
     meta.write_text(json.dumps({"diff_id": layer.diff_id, "size": layer.size,
                                 "w": WRITER_VERSION}) + "\n")
     return layer
+
+
+def _engine_skip(layer: Path) -> tuple[str, ...]:
+    """What ENGINE_LAYER_SKIP names in every site-packages of the vLLM venv in LAYER."""
+    lib = layer / VLLM_DIR.lstrip("/") / "lib"
+    return tuple(str(path.relative_to(layer)) for site in sorted(lib.glob("python3*/site-packages"))
+                 for pattern in ENGINE_LAYER_SKIP for path in sorted(site.glob(pattern)))
 
 
 def build_engine_image(tag: str = DEFAULT_TAG, progress: Progress = print) -> EngineImage:
@@ -158,11 +171,12 @@ def build_engine_image(tag: str = DEFAULT_TAG, progress: Progress = print) -> En
     running = sim_state.DEFAULT_TOOLKIT_RUNNING
     with _lock(out / ".lock"):
         layers = []
-        for directory in (base, vllm):
-            name = directory.parent.name           # base-<hash>, vllm-<hash>: the recipe
+        for directory, skip in ((base, ()), (vllm, _engine_skip(vllm))):
+            # base-<hash>, vllm-<hash>: the recipe (and what the engine image leaves out)
+            name = directory.parent.name + ("-engine" if skip else "")
             if not (out / "layers" / f"{name}.tar").exists():
                 progress(f"writing layer {name} (once; a few GB take ~30 s)")
-            layers.append(_cached_layer(out, name, directory))
+            layers.append(_cached_layer(out, name, directory, skip))
         layers.append(_cann_layer(out, toolkit, running))
         config = image_config(
             [layer.diff_id for layer in layers], env=IMAGE_ENV, cmd=["/bin/sh"],

@@ -59,17 +59,22 @@ def _is_opaque(path: str) -> bool:
     return False
 
 
-def _entries(directory: str, prefix: str = "") -> Iterable[tuple[str, str]]:
-    """(absolute path, name in the tar), depth first, sorted; the root itself excluded."""
+def _entries(directory: str, prefix: str = "",
+             skip: frozenset[str] = frozenset()) -> Iterable[tuple[str, str]]:
+    """(absolute path, name in the tar), depth first, sorted; the root itself and the
+    names in SKIP (with everything under them) excluded."""
     for name in sorted(os.listdir(directory)):
-        full = os.path.join(directory, name)
-        yield full, prefix + name
+        full, arc = os.path.join(directory, name), prefix + name
+        if arc in skip:
+            continue
+        yield full, arc
         if os.path.isdir(full) and not os.path.islink(full):
-            yield from _entries(full, prefix + name + "/")
+            yield from _entries(full, arc + "/", skip)
 
 
-def write_layer_tar(source: Path, dest: Path) -> LayerTar:
-    """Tar SOURCE's content into DEST (atomically) and return its diff_id."""
+def write_layer_tar(source: Path, dest: Path, skip: Iterable[str] = ()) -> LayerTar:
+    """Tar SOURCE's content into DEST (atomically) and return its diff_id; SKIP: paths
+    relative to SOURCE left out, with everything under them."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
     with open(tmp, "wb") as raw:
@@ -77,7 +82,8 @@ def write_layer_tar(source: Path, dest: Path) -> LayerTar:
         # stream mode ("w|") only writes; typeshed's _Fileobj also wants read/seek/tell
         with tarfile.open(fileobj=writer, mode="w|",  # type: ignore[call-overload]
                           format=tarfile.PAX_FORMAT) as tar:
-            for full, arc in _entries(str(source)):
+            for full, arc in _entries(str(source), skip=frozenset(
+                    path.strip("/") for path in skip)):
                 st = os.lstat(full)
                 if stat.S_ISSOCK(st.st_mode):
                     continue

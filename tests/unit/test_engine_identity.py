@@ -160,3 +160,20 @@ def test_wheelhouse_identity_follows_content_python_and_packages(tmp_path):
     assert read_wheelhouse(wh).digest != first.digest
     with pytest.raises(InputError, match="no wheels"):
         read_wheelhouse(tmp_path / "layer" if (tmp_path / "layer").exists() else tmp_path)
+
+
+def test_skipped_paths_leave_out_everything_under_them_and_nothing_else(tmp_path):
+    layer = tmp_path / "sl"
+    for path in ("site/triton/_C/libtriton.so", "site/triton-3.9.0.dist-info/METADATA",
+                 "site/tritonclient/x.py", "site/torch/test/t.py", "site/torch/lib/l.so"):
+        (layer / path).parent.mkdir(parents=True, exist_ok=True)
+        (layer / path).write_text(path)
+    written = write_layer_tar(layer, tmp_path / "s.tar",
+                              skip=["site/triton", "/site/torch/test/"])
+    with tarfile.open(written.path) as tar:
+        names = set(tar.getnames())
+    assert not any(n == "site/triton" or n.startswith("site/triton/") or
+                   n.startswith("site/torch/test") for n in names), names
+    assert {"site/triton-3.9.0.dist-info/METADATA", "site/tritonclient/x.py",
+            "site/torch/lib/l.so"} <= names
+    assert written.diff_id != write_layer_tar(layer, tmp_path / "all.tar").diff_id
