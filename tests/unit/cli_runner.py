@@ -26,11 +26,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
 
 # What the tests watch for: a process started, a host contacted.
 WATCHED = ("socket.connect", "subprocess.Popen", "os.system", "os.exec", "os.posix_spawn",
@@ -83,7 +82,10 @@ for line in requests:
     events = []
     try:
         with warnings.catch_warnings():
-            ascendctl.cli.main()
+            if "code" in request:
+                exec(request["code"], {"__name__": "__control__"})
+            else:
+                ascendctl.cli.main()
         code = 0
     except SystemExit as exit:
         code = exit_code(exit.code)
@@ -161,12 +163,20 @@ class CliRunner:
     def run(self, args: list[str | Path] | tuple[str | Path, ...], *, cwd: Path,
             env: Mapping[str, str], timeout: float = 60) -> Run:
         """ARGS through the CLI; raises Hang when the run takes longer than TIMEOUT."""
+        return self._request({"args": [str(arg) for arg in args]}, cwd, env, timeout)
+
+    def run_code(self, code: str, *, cwd: Path, env: Mapping[str, str]) -> Run:
+        """CODE (Python) in place of the CLI: for controls of what the hook sees."""
+        return self._request({"args": [], "code": code}, cwd, env, 60)
+
+    def _request(self, request: dict, cwd: Path, env: Mapping[str, str],
+                 timeout: float) -> Run:
         if self.child is None:
             self._start()
         self.count += 1
         out, err = (self.scratch / f"{self.count}.{name}" for name in ("stdout", "stderr"))
-        request = {"args": [str(arg) for arg in args], "cwd": str(cwd), "env": dict(env),
-                   "stdout": str(out), "stderr": str(err)}
+        request.update({"cwd": str(cwd), "env": dict(env), "stdout": str(out),
+                        "stderr": str(err)})
         started = time.monotonic()
         try:
             self._writer.write(json.dumps(request) + "\n")
@@ -195,18 +205,6 @@ def read_text(path: Path) -> str:
         return ""
     path.unlink()
     return data.decode()
-
-
-def runner_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CliRunner]:
-    runner = CliRunner(tmp_path_factory.mktemp("cli-runner"))
-    yield runner
-    runner.close()
-
-
-@pytest.fixture(scope="module")
-def cli_runner(tmp_path_factory) -> Iterator[CliRunner]:
-    """One child interpreter for the module's CLI runs."""
-    yield from runner_fixture(tmp_path_factory)
 
 
 def module_runner() -> CliRunner:
