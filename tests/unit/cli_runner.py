@@ -110,7 +110,7 @@ class Run:
     returncode: int
     stdout: str
     stderr: str
-    events: tuple[str, ...]        # the audit events of WATCHED the run caused
+    events: tuple[str, ...]        # the audit events of WATCHED the run caused (or: died)
     cpu: float                     # CPU seconds of the run (no start-up)
     wall: float
 

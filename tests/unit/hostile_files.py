@@ -1,6 +1,6 @@
 """Helpers for the hostile-file tests (issue 19): the real CLI (in the module's CLI runner,
-or as a child process of its own) with a kill guard, the bound on its time, and the files an operator might hand over by mistake
-or malice (FIFOs, devices, sparse giants)."""
+or as a child process of its own) with a kill guard, the bound on its time, and the files
+an operator might hand over by mistake or malice (FIFOs, devices, sparse giants)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """Hostile engine archives and wheelhouses (issue 19): each is refused by the real CLI
 (`ascendctl engine identity` in the CLI runner, once as a child process of its own; an
-inventory pointing at it) with exit 2 and one line `error: <file>: engine.archive|engine.wheelhouse: message`, no
-traceback, quickly; a FIFO, a device, a socket or a directory never hangs it. The
+inventory pointing at it) with exit 2 and one line
+`error: <file>: engine.archive|engine.wheelhouse: message`, no traceback, quickly; a FIFO,
+a device, a socket or a directory never hangs it. The
 archives are written here by tarfile/gzip (bombs as concatenated gzip members of one
 compressed block, so building them stays cheap); valid layouts of docker and podman still
 give the image ID, the sha256 of their config.
