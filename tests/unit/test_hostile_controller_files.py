@@ -149,8 +149,9 @@ def test_a_hostile_key_file_is_refused_by_render(tmp_path, startup, case, proces
     out = tmp_path / "rendered"
     run = cli(tmp_path, "render", "-i", inv, "--out", out, "--show-secrets",
               process=process)
-    line = refused(run, None if process else startup, prefix=f"error: {inv}:{line_of(inv, 'api_key')}: "
-                                        "serving.api_key: ", phrase=phrase)
+    line = refused(run, None if process else startup,
+                   prefix=f"error: {inv}:{line_of(inv, 'api_key')}: serving.api_key: ",
+                   phrase=phrase)
     assert str(path) in line and KEY not in line
     assert not out.exists()                                   # nothing written
 

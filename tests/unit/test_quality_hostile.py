@@ -5,8 +5,9 @@ one case also as a child process of its own) with exit 2 and one line
 `error: file:line: field: message`, no traceback, no secret's value, quickly.
 
 "Quickly" is the run's CPU time (under 2 s): it is what quadratic or exponential work would
-blow up, and unlike the wall time it does not depend on what else the machine runs. The cases are here rather than as files: a JSONL file has
-no room for a header saying what its error must be.
+blow up, and unlike the wall time it does not depend on what else the machine runs. The
+cases are here rather than as files: a JSONL file has no room for a header saying what its
+error must be.
 """
 
 from __future__ import annotations
