@@ -65,7 +65,7 @@ def exit_code(code):
     print(code, file=sys.stderr)
     return 1
 
-quiet = os.open(os.devnull, os.O_WRONLY)
+quiet, own_stderr = os.open(os.devnull, os.O_WRONLY), os.dup(2)
 for line in requests:
     request = json.loads(line)
     os.chdir(request["cwd"])
@@ -97,8 +97,8 @@ for line in requests:
         sys.stdout.flush()
         sys.stderr.flush()
     used = cpu() - started
-    for fd in (1, 2):
-        os.dup2(quiet, fd)
+    os.dup2(quiet, 1)
+    os.dup2(own_stderr, 2)
     sys.setrecursionlimit(limit)
     replies.write(json.dumps({"code": code, "events": seen, "cpu": used}) + "\n")
     replies.flush()
