@@ -1,6 +1,6 @@
-"""Helpers for the hostile-file tests (issue 19): the real CLI as a child process with a
-kill guard, the bound on its time, and the files an operator might hand over by mistake
-or malice (FIFOs, devices, sparse giants)."""
+"""Helpers for the hostile-file tests (issue 19): the real CLI (in the module's CLI runner,
+or as a child process of its own) with a kill guard, the bound on its time, and the files
+an operator might hand over by mistake or malice (FIFOs, devices, sparse giants)."""
 
 from __future__ import annotations
 
@@ -19,10 +19,12 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.unit.cli_runner import Hang, Run, module_runner
+
 ROOT = Path(__file__).resolve().parents[2]
 GOOD = ROOT / "tests" / "fixtures" / "inventories" / "good.yaml"
 DEMO_PLAYBOOK = ROOT / "playbooks" / "examples" / "demo.yaml"
-# The budget is CPU seconds of the child beyond the CLI's own start-up: the work done,
+# The budget is CPU seconds of a run beyond the CLI's own start-up: the work done,
 # whatever else loads the machine. Blocking costs no CPU: the wall clock bounds it.
 BUDGET = 2.0
 WALL_SLACK = 15.0         # wall seconds beyond start-up: a child that waits on something
@@ -40,11 +42,19 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def cli(tmp_path: Path, *args: str | Path, env: dict[str, str] | None = None
-        ) -> tuple[subprocess.CompletedProcess, Cost]:
-    """`python -m ascendctl ARGS` in tmp_path, HOME and caches there too."""
+def cli(tmp_path: Path, *args: str | Path, env: dict[str, str] | None = None,
+        process: bool = False) -> tuple[subprocess.CompletedProcess | Run, Cost]:
+    """`ascendctl ARGS` in tmp_path, HOME and caches there too: through the module's CLI
+    runner (tests/unit/cli_runner.py), or with PROCESS as `python -m ascendctl`."""
     environment = {**os.environ, "HOME": str(tmp_path), "TEST_API_KEY": "unit-test-key",
                    "XDG_CACHE_HOME": str(tmp_path / "cache"), **(env or {})}
+    if not process:
+        try:
+            run = module_runner().run(args, cwd=tmp_path, env=environment,
+                                      timeout=HANG_TIMEOUT)
+        except Hang as hang:
+            pytest.fail(str(hang))
+        return run, Cost(run.wall, run.cpu)
     started, cpu = time.monotonic(), _children_cpu()
     try:
         done = subprocess.run([sys.executable, "-m", "ascendctl", *map(str, args)],
@@ -57,7 +67,7 @@ def cli(tmp_path: Path, *args: str | Path, env: dict[str, str] | None = None
 
 
 def measure_startup(tmp_path: Path) -> Cost:
-    """What a CLI run costs on valid input (interpreter, imports): the bound's base."""
+    """What a CLI run costs on valid input: the bound's base."""
     costs = []
     for _ in range(2):
         done, cost = cli(tmp_path, "inventory", "check", "-i", GOOD)
@@ -66,10 +76,11 @@ def measure_startup(tmp_path: Path) -> Cost:
     return Cost(min(c.wall for c in costs), min(c.cpu for c in costs))
 
 
-def refused(run: tuple[subprocess.CompletedProcess, Cost], startup: Cost, *, prefix: str,
-            phrase: str) -> str:
+def refused(run: tuple[subprocess.CompletedProcess | Run, Cost], startup: Cost | None, *,
+            prefix: str, phrase: str) -> str:
     """Exit 2, one short line starting with PREFIX and holding PHRASE, no traceback,
-    nothing on stdout, within the budget. Returns the line."""
+    nothing on stdout, within the budget (unless STARTUP is None: a process run, its
+    start-up not measured). Returns the line."""
     done, cost = run
     assert "Traceback" not in done.stderr, done.stderr[-3000:]
     assert done.returncode == 2, (done.returncode, done.stdout[-1000:], done.stderr[-2000:])
@@ -79,8 +90,9 @@ def refused(run: tuple[subprocess.CompletedProcess, Cost], startup: Cost, *, pre
     assert phrase in lines[0], (lines[0], phrase)
     assert len(lines[0]) < 600, lines[0]
     assert done.stdout == ""
-    assert cost.cpu < startup.cpu + BUDGET, f"{cost} (start-up {startup})"
-    assert cost.wall < startup.wall + WALL_SLACK, f"{cost} (start-up {startup})"
+    if startup is not None:
+        assert cost.cpu < startup.cpu + BUDGET, f"{cost} (start-up {startup})"
+        assert cost.wall < startup.wall + WALL_SLACK, f"{cost} (start-up {startup})"
     return lines[0]
 
 

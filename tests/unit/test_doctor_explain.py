@@ -1,5 +1,6 @@
 """`ascendctl doctor explain FILE`: a saved log explained offline, through the real CLI
-(a real process, real files and pipes) and through its library.
+(in the module's CLI runner, tests/unit/cli_runner.py; a real process for standard input
+and the environment; real files and pipes) and through its library.
 
 The logs are built from real lines: the lab's captured journals and the public lines of
 tests/fixtures/doctor/public_lines.yaml.
@@ -20,6 +21,7 @@ import yaml
 from ascendctl.doctor.explain import explain_log
 from ascendctl.doctor.logfile import LogReader
 from ascendctl.doctor.signatures import default_signatures
+from tests.unit.cli_runner import module_runner
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCTOR = ROOT / "tests/fixtures/doctor"
@@ -42,12 +44,18 @@ def healthy_lines() -> list[str]:
     return lines[:next(i for i, line in enumerate(lines) if "Stopping ascendctl-engine" in line)]
 
 
-def run(*args: str, stdin=subprocess.DEVNULL, data: bytes | None = None):
+def run(*args: str, data: bytes | None = None) -> subprocess.CompletedProcess:
+    """`doctor explain ARGS` in the module's runner (stdin /dev/null), or with DATA as a
+    process of its own reading DATA on its standard input."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("ASCENDCTL_")}
     env["ASCENDCTL_PLAIN"] = "1"
-    return subprocess.run([sys.executable, "-m", "ascendctl", "doctor", "explain", *args],
-                          input=data, stdin=None if data is not None else stdin,
-                          capture_output=True, timeout=TIMEOUT, env=env, cwd=ROOT)
+    if data is not None:
+        return subprocess.run([sys.executable, "-m", "ascendctl", "doctor", "explain", *args],
+                              input=data, capture_output=True, timeout=TIMEOUT, env=env,
+                              cwd=ROOT)
+    done = module_runner().run(["doctor", "explain", *args], cwd=ROOT, env=env, timeout=TIMEOUT)
+    return subprocess.CompletedProcess(args, done.returncode, done.stdout.encode(),
+                                       done.stderr.encode())
 
 
 def explain_text(text: str | bytes, **reader):

@@ -1,7 +1,8 @@
 """Hostile engine archives and wheelhouses (issue 19): each is refused by the real CLI
-(`python -m ascendctl engine identity` as a child process, an inventory pointing at it)
-with exit 2 and one line `error: <file>: engine.archive|engine.wheelhouse: message`, no
-traceback, quickly; a FIFO, a device, a socket or a directory never hangs it. The
+(`ascendctl engine identity` in the CLI runner, once as a child process of its own; an
+inventory pointing at it) with exit 2 and one line
+`error: <file>: engine.archive|engine.wheelhouse: message`, no traceback, quickly; a FIFO,
+a device, a socket or a directory never hangs it. The
 archives are written here by tarfile/gzip (bombs as concatenated gzip members of one
 compressed block, so building them stays cheap); valid layouts of docker and podman still
 give the image ID, the sha256 of their config.
@@ -25,6 +26,7 @@ import pytest
 import yaml
 
 from ascendctl.engine.archive import image_config
+from tests.unit.cli_runner import Run
 from tests.unit.hostile_files import BUDGET, Cost, cli, refused
 from tests.unit.test_engine_identity import make_archive
 from tests.unit.test_plan_inventories import example_data
@@ -132,8 +134,9 @@ def venv_inventory(tmp_path: Path, wheelhouse: Path) -> Path:
     return inventory(tmp_path, {"kind": "venv", "wheelhouse": str(wheelhouse)})
 
 
-def identity(inv: Path, tmp_path: Path) -> tuple[subprocess.CompletedProcess, Cost]:
-    return cli(tmp_path, "engine", "identity", "-i", inv, "--json")
+def identity(inv: Path, tmp_path: Path, *, process: bool = False
+             ) -> tuple[subprocess.CompletedProcess | Run, Cost]:
+    return cli(tmp_path, "engine", "identity", "-i", inv, "--json", process=process)
 
 
 @pytest.fixture(scope="module")
@@ -371,6 +374,14 @@ def test_hostile_archive_is_refused_by_the_cli(tmp_path, startup, case):
     archive = build(tmp_path)
     assert_refused(tmp_path, container_inventory(tmp_path, archive), archive,
                    "engine.archive", phrase, startup)
+
+
+def test_the_real_process_refuses_a_2gib_manifest(tmp_path):
+    """The same through `python -m ascendctl`: the exit code through the interpreter."""
+    archive = manifest_bomb_gz(tmp_path)
+    refused(identity(container_inventory(tmp_path, archive), tmp_path, process=True), None,
+            prefix=f"error: {archive}: engine.archive: ",
+            phrase="member manifest.json is 2147483650 bytes")
 
 
 def test_a_device_as_archive_is_refused(tmp_path, startup):

@@ -136,8 +136,9 @@ KEY_FILES = {
 }
 
 
-@pytest.mark.parametrize("case", KEY_FILES, ids=list(KEY_FILES))
-def test_a_hostile_key_file_is_refused_by_render(tmp_path, startup, case):
+@pytest.mark.parametrize("case,process", [(case, False) for case in KEY_FILES]
+                         + [("readable by others", True)])   # True: `python -m ascendctl`
+def test_a_hostile_key_file_is_refused_by_render(tmp_path, startup, case, process):
     make, phrase = KEY_FILES[case]
     path = make(tmp_path)
 
@@ -146,9 +147,11 @@ def test_a_hostile_key_file_is_refused_by_render(tmp_path, startup, case):
 
     inv = good_inventory(tmp_path, edit)
     out = tmp_path / "rendered"
-    run = cli(tmp_path, "render", "-i", inv, "--out", out, "--show-secrets")
-    line = refused(run, startup, prefix=f"error: {inv}:{line_of(inv, 'api_key')}: "
-                                        "serving.api_key: ", phrase=phrase)
+    run = cli(tmp_path, "render", "-i", inv, "--out", out, "--show-secrets",
+              process=process)
+    line = refused(run, None if process else startup,
+                   prefix=f"error: {inv}:{line_of(inv, 'api_key')}: serving.api_key: ",
+                   phrase=phrase)
     assert str(path) in line and KEY not in line
     assert not out.exists()                                   # nothing written
 

@@ -64,6 +64,15 @@ def test_a_hostile_literal_copy_source_is_refused_at_load(tmp_path, startup, cas
     assert src.rsplit("/", 1)[-1] in line
 
 
+def test_the_real_process_refuses_a_fifo_source(tmp_path):
+    """The same through `python -m ascendctl`: the exit code through the interpreter."""
+    fifo(files_dir(tmp_path) / "data.txt")
+    book = playbook(tmp_path, "data.txt")
+    refused(cli(tmp_path, "play", book, "-i", GOOD, "--list-tasks", process=True), None,
+            prefix=f"error: {book}:6: plays[0].tasks[0].copy.src: ",
+            phrase="a FIFO, not a regular file")
+
+
 @pytest.mark.parametrize("src", ["data.txt", "{{ demo_file }}"])
 def test_a_valid_or_templated_source_loads(tmp_path, src):
     (files_dir(tmp_path) / "data.txt").write_text("hello\n")

@@ -21,9 +21,9 @@ def startup(tmp_path_factory) -> Cost:
     return measure_startup(tmp_path_factory.mktemp("startup"))
 
 
-def play_with(tmp_path: Path, vars_file: Path):
+def play_with(tmp_path: Path, vars_file: Path, *, process: bool = False):
     return cli(tmp_path, "play", DEMO_PLAYBOOK, "-i", GOOD, "--list-tasks",
-               "-e", f"@{vars_file}")
+               "-e", f"@{vars_file}", process=process)
 
 
 def write(tmp_path: Path, content: str | bytes) -> Path:
@@ -62,6 +62,13 @@ def test_hostile_extra_vars_file_is_refused(tmp_path, startup, case):
     path = make(tmp_path)
     prefix = f"error: {path}:{line}: " if line else f"error: {path}: "
     refused(play_with(tmp_path, path), startup, prefix=prefix, phrase=phrase)
+
+
+def test_the_real_process_refuses_a_fifo(tmp_path):
+    """The same through `python -m ascendctl`: the exit code through the interpreter."""
+    path = fifo(tmp_path / "vars.yaml")
+    refused(play_with(tmp_path, path, process=True), None, prefix=f"error: {path}: ",
+            phrase="a FIFO, not a regular file")
 
 
 def test_a_valid_file_is_read_and_its_values_kept(tmp_path, startup):

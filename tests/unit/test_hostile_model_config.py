@@ -40,7 +40,8 @@ def write(tmp_path: Path, content: object) -> Path:
     return path
 
 
-def plan_with_config(tmp_path: Path, config: Path, *, builtin: bool = True):
+def plan_with_config(tmp_path: Path, config: Path, *, builtin: bool = True,
+                     process: bool = False):
     """`ascendctl plan` on an inventory whose model.config is CONFIG (and which has a
     builtin to fall back on, which must not be used)."""
     def edit(_data, variables):
@@ -48,7 +49,7 @@ def plan_with_config(tmp_path: Path, config: Path, *, builtin: bool = True):
         if builtin:
             variables["model"]["builtin_config"] = MOE
 
-    return cli(tmp_path, "plan", "-i", good_inventory(tmp_path, edit))
+    return cli(tmp_path, "plan", "-i", good_inventory(tmp_path, edit), process=process)
 
 
 CASES = {
@@ -84,6 +85,13 @@ def test_hostile_model_config_is_refused(tmp_path, startup, case):
     prefix = f"error: {path}: " + (f"{field}: " if field else "")
     line = refused(plan_with_config(tmp_path, path), startup, prefix=prefix, phrase=phrase)
     assert "x" * 100 not in line and "4096" * 30 not in line      # values shown bounded
+
+
+def test_the_real_process_refuses_a_deep_config(tmp_path):
+    """The same through `python -m ascendctl`: the exit code through the interpreter."""
+    path = write(tmp_path, deep_json(100_000))
+    refused(plan_with_config(tmp_path, path, process=True), None, prefix=f"error: {path}: ",
+            phrase="nested 100001 levels deep")
 
 
 def test_a_fifo_config_json_in_the_model_source_is_refused(tmp_path, startup):

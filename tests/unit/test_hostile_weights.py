@@ -38,8 +38,8 @@ def model_dir(tmp_path: Path) -> Path:
     return model
 
 
-def manifest_cli(tmp_path: Path, model: Path, **env: str):
-    return cli(tmp_path, "weights", "manifest", model, env=env)
+def manifest_cli(tmp_path: Path, model: Path, process: bool = False, **env: str):
+    return cli(tmp_path, "weights", "manifest", model, env=env, process=process)
 
 
 def plan_cli(tmp_path: Path, model: Path):
@@ -116,6 +116,14 @@ def test_a_hostile_index_is_refused(tmp_path, startup, case):
     line = refused(manifest_cli(tmp_path, model), startup,
                    prefix=f"error: {model / INDEX_NAME}:{where}", phrase=phrase)
     assert "x" * 200 not in line
+
+
+def test_the_real_process_refuses_a_deep_index(tmp_path):
+    """The same through `python -m ascendctl`: the exit code through the interpreter."""
+    model = model_dir(tmp_path)
+    write_index(model, deep_json(50_000))
+    refused(manifest_cli(tmp_path, model, process=True), None,
+            prefix=f"error: {model / INDEX_NAME}: ", phrase="nested 50001 levels deep")
 
 
 def test_a_fifo_hash_cache_is_refused_and_a_corrupt_one_ignored(tmp_path, startup):

@@ -6,6 +6,7 @@ the mistake, counted by reading the file), `field=` (dotted path) and `msg=` (a 
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -53,9 +54,8 @@ def test_bad_inventory_names_file_line_and_field(path: Path):
 
 @pytest.mark.parametrize("path", BAD_FILES[:5] + [BAD_DIR / "literal_api_key.yaml"],
                          ids=lambda p: p.stem)
-def test_cli_prints_one_line_and_exits_2(path: Path):
-    result = subprocess.run([sys.executable, "-m", "ascendctl", "inventory", "check", "-i",
-                             str(path)], capture_output=True, text=True, timeout=60)
+def test_cli_prints_one_line_and_exits_2(path: Path, cli_runner):
+    result = cli_runner.run(["inventory", "check", "-i", path], cwd=Path.cwd(), env=os.environ)
     assert result.returncode == Exit.USAGE
     assert result.stdout == ""
     lines = result.stderr.strip().splitlines()

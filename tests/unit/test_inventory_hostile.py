@@ -1,10 +1,12 @@
 """The hostile-inventory corpus (issue 13): every file is refused with exit 2 and one line
 `file:line: field: message`, no traceback, nothing executed and nothing contacted.
 
-Each file runs `ascendctl play` (which would connect to every host and run commands) in a
-child Python with an audit hook (PEP 578) that reports every `socket.connect` and every
-process start; the working directory is a fresh one where a value that reached a shell
-would create the file CANARY. The corpus is written by tests/fixtures/hostile/make_corpus.py.
+Each file runs `ascendctl play` (which would connect to every host and run commands) in the
+module's CLI runner (tests/unit/cli_runner.py), a child Python with an audit hook (PEP 578)
+that reports every `socket.connect` and every process start; the working directory is a
+fresh one where a value that reached a shell would create the file CANARY. One file also
+runs as `python -m ascendctl` of its own. The corpus is written by
+tests/fixtures/hostile/make_corpus.py.
 """
 
 from __future__ import annotations
@@ -13,7 +15,6 @@ import os
 import re
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ import pytest
 from ascendctl.errors import InputError
 from ascendctl.exitcodes import Exit
 from ascendctl.load import load_inventory
+from tests.unit.cli_runner import CliRunner, Run
 
 CORPUS = Path(__file__).parent.parent / "fixtures" / "hostile"
 ALL_FILES = sorted(CORPUS.glob("*.yaml"))
@@ -32,19 +34,7 @@ SECRET_VALUES = ("sk-live-0123456789abcdef", "hunter2", "abcdefgh123", "pa55word
                  "abcdefghijklmnop", "abc123", "abcdef12", "1234567890", "abcdef123456",
                  "hf_abcdefghijklmnopqrstuvwxyz0123456789")
 
-RUN_WITH_HOOKS = r"""
-import sys
-WATCHED = ("socket.connect", "subprocess.Popen", "os.system", "os.exec", "os.posix_spawn",
-           "os.spawn", "os.fork", "pty.spawn")
-def hook(event, args):
-    if event in WATCHED:
-        sys.stderr.write("AUDIT %s %r\n" % (event, args[:2]))
-        sys.stderr.flush()
-sys.addaudithook(hook)
-sys.argv = ["ascendctl"] + sys.argv[1:]
-from ascendctl.cli import main
-main()
-"""
+ENV = {**os.environ, "TEST_API_KEY": "unit-test-key"}
 
 
 def expectation(path: Path) -> dict[str, str]:
@@ -55,23 +45,18 @@ def expectation(path: Path) -> dict[str, str]:
     return found
 
 
-def run_play(inventory: Path, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", RUN_WITH_HOOKS, "play", str(PLAYBOOK), "-i",
-                           str(inventory), "--yes", "--connect-timeout", "2"],
-                          capture_output=True, text=True, timeout=30, cwd=cwd,
-                          stdin=subprocess.DEVNULL,
-                          env={**os.environ, "TEST_API_KEY": "unit-test-key"})
+def play_args(inventory: Path) -> list[str]:
+    return ["play", str(PLAYBOOK), "-i", str(inventory), "--yes", "--connect-timeout", "2"]
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory) -> dict[Path, tuple[subprocess.CompletedProcess, Path]]:
-    """Every corpus file through the CLI, four at a time, each in its own directory."""
-    def one(path: Path):
+def runs(cli_runner: CliRunner, tmp_path_factory) -> dict[Path, tuple[Run, Path]]:
+    """Every corpus file through the CLI, each in its own directory."""
+    found = {}
+    for path in FILES:
         cwd = tmp_path_factory.mktemp(path.stem)
-        return path, (run_play(path, cwd), cwd)
-
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        return dict(pool.map(one, FILES))
+        found[path] = (cli_runner.run(play_args(path), cwd=cwd, env=ENV, timeout=30), cwd)
+    return found
 
 
 def test_corpus_covers_every_class():
@@ -80,23 +65,26 @@ def test_corpus_covers_every_class():
     assert prefixes >= {"inject", "newline", "yaml", "nonsense", "canary", "secret"}
 
 
-def test_the_hook_sees_process_starts(tmp_path):
-    """Control: the audit hook reports a process start when one happens."""
-    probe = RUN_WITH_HOOKS.replace("from ascendctl.cli import main\nmain()",
-                                   "import subprocess; subprocess.run(['true'])")
-    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                            timeout=30)
-    assert "AUDIT subprocess.Popen" in result.stderr
+def test_the_hook_sees_process_starts_and_connects(cli_runner, tmp_path):
+    """Control: the audit hook reports a process start or a connect when one happens."""
+    probe = ("import socket, subprocess; subprocess.run(['true'])\n"
+             "with socket.socket() as s: s.connect_ex(('127.0.0.1', 9))")
+    events = cli_runner.run_code(probe, cwd=tmp_path, env=ENV).events
+    assert events[0].startswith("subprocess.Popen") and events[-1].startswith("socket.connect")
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
 def test_refused_in_one_line_nothing_run(path: Path, runs):
     result, cwd = runs[path]
+    assert result.events == (), result.events
+    assert_refused(path, result, cwd)
+
+
+def assert_refused(path: Path, result: Run | subprocess.CompletedProcess, cwd: Path) -> None:
     expected = expectation(path)
     output = result.stdout + result.stderr
     assert result.returncode == Exit.USAGE, output
     assert "Traceback" not in output
-    assert "AUDIT" not in output, output
     assert not (cwd / "CANARY").exists()
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
@@ -106,6 +94,15 @@ def test_refused_in_one_line_nothing_run(path: Path, runs):
     assert lines[0].startswith(prefix), lines[0]
     assert expected["msg"] in lines[0]
     assert not any(secret in output for secret in SECRET_VALUES)
+
+
+def test_a_real_process_refuses_it_the_same(tmp_path):
+    """`python -m ascendctl`: the exit code and the line through the interpreter."""
+    path = next(p for p in FILES if p.stem.startswith("inject"))
+    result = subprocess.run([sys.executable, "-m", "ascendctl", *play_args(path)],
+                            capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                            stdin=subprocess.DEVNULL, env=ENV)
+    assert_refused(path, result, tmp_path)
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
@@ -120,20 +117,22 @@ def test_library_error_names_file_line_field(path: Path):
 
 
 @pytest.mark.parametrize("path", ACCEPTED, ids=lambda p: p.stem)
-def test_legitimate_values_are_accepted(path: Path, tmp_path: Path):
-    result = subprocess.run([sys.executable, "-m", "ascendctl", "inventory", "check", "-i",
-                             str(path)], capture_output=True, text=True, timeout=30,
-                            cwd=tmp_path, stdin=subprocess.DEVNULL,
-                            env={**os.environ, "TEST_API_KEY": "unit-test-key"})
+def test_legitimate_values_are_accepted(path: Path, tmp_path: Path, cli_runner):
+    result = cli_runner.run(["inventory", "check", "-i", path], cwd=tmp_path, env=ENV,
+                            timeout=30)
     assert result.returncode == Exit.OK, result.stdout + result.stderr
     assert "Traceback" not in result.stderr
+    assert result.events == (), result.events
     assert not (tmp_path / "CANARY").exists()
 
 
-def check(path: Path, tmp_path: Path) -> str:
-    result = subprocess.run([sys.executable, "-m", "ascendctl", "inventory", "check", "-i",
-                             str(path)], capture_output=True, text=True, timeout=30,
-                            cwd=tmp_path, stdin=subprocess.DEVNULL)
+def check(runner: CliRunner, path: Path, tmp_path: Path) -> str:
+    result = runner.run(["inventory", "check", "-i", path], cwd=tmp_path, env=os.environ,
+                        timeout=30)
+    return one_line_refusal(path, result)
+
+
+def one_line_refusal(path: Path, result: Run | subprocess.CompletedProcess) -> str:
     assert result.returncode == Exit.USAGE, result.stdout + result.stderr
     assert "Traceback" not in result.stderr
     lines = result.stderr.strip().splitlines()
@@ -141,28 +140,37 @@ def check(path: Path, tmp_path: Path) -> str:
     return lines[0]
 
 
-def test_fifo_is_refused_without_reading(tmp_path):
+def test_fifo_is_refused_without_reading(tmp_path, cli_runner):
     fifo = tmp_path / "inventory.yaml"
     os.mkfifo(fifo)
-    assert "a FIFO, not a regular file" in check(fifo, tmp_path)
+    assert "a FIFO, not a regular file" in check(cli_runner, fifo, tmp_path)
 
 
-def test_device_is_refused_without_reading(tmp_path):
-    assert "a device, not a regular file" in check(Path("/dev/zero"), tmp_path)
+def test_device_is_refused_without_reading(tmp_path, cli_runner):
+    assert "a device, not a regular file" in check(cli_runner, Path("/dev/zero"), tmp_path)
 
 
-def test_directory_is_refused(tmp_path):
-    assert "directory" in check(tmp_path, tmp_path)
+def test_directory_is_refused(tmp_path, cli_runner):
+    assert "directory" in check(cli_runner, tmp_path, tmp_path)
 
 
-def test_oversized_file_is_refused(tmp_path):
+def test_oversized_file_is_refused(tmp_path, cli_runner):
     big = tmp_path / "inventory.yaml"
     big.write_text("all:\n  vars:\n    custom:\n" + "      # padding\n" * 100_000)
-    assert "too large for a inventory" not in check(big, tmp_path)
-    assert "too large for an inventory" in check(big, tmp_path)
+    assert "too large for a inventory" not in check(cli_runner, big, tmp_path)
+    assert "too large for an inventory" in check(cli_runner, big, tmp_path)
 
 
-def test_invalid_utf8_is_refused(tmp_path):
+def test_invalid_utf8_is_refused(tmp_path, cli_runner):
     bad = tmp_path / "inventory.yaml"
     bad.write_bytes(b"all:\n  vars: {cluster: {name: \xff\xfe}}\n")
-    assert "not UTF-8" in check(bad, tmp_path)
+    assert "not UTF-8" in check(cli_runner, bad, tmp_path)
+
+
+def test_a_real_process_refuses_a_fifo(tmp_path):
+    fifo = tmp_path / "inventory.yaml"
+    os.mkfifo(fifo)
+    result = subprocess.run([sys.executable, "-m", "ascendctl", "inventory", "check", "-i",
+                             str(fifo)], capture_output=True, text=True, timeout=30,
+                            cwd=tmp_path, stdin=subprocess.DEVNULL)
+    assert "a FIFO, not a regular file" in one_line_refusal(fifo, result)

@@ -1,12 +1,14 @@
 """A bad inventory stops a command before any host is contacted.
 
-The command runs in a child Python with an audit hook (PEP 578) that records every
-`socket.connect` the process makes; it observes, it changes nothing. A control run with a
-valid inventory pointing at closed loopback ports proves the hook sees connection attempts.
+The command runs in the module's CLI runner (tests/unit/cli_runner.py), a child Python with
+an audit hook (PEP 578) that records every `socket.connect` the process makes; it observes,
+it changes nothing. A control run with a valid inventory pointing at closed loopback ports
+proves the hook sees connection attempts. One bad file also runs as `python -m ascendctl`.
 """
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -15,29 +17,22 @@ from pathlib import Path
 import pytest
 
 from ascendctl.exitcodes import Exit
+from tests.unit.cli_runner import CliRunner, Run
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "inventories"
 BAD_FILES = sorted((FIXTURES / "bad").glob("*.yaml"))
 PLAYBOOK = Path(__file__).resolve().parents[2] / "playbooks" / "examples" / "demo.yaml"
 
-RUN_WITH_CONNECT_HOOK = r"""
-import sys
-def hook(event, args):
-    if event == "socket.connect":
-        sys.stderr.write("CONNECT-ATTEMPT %r\n" % (args[1],))
-        sys.stderr.flush()
-sys.addaudithook(hook)
-sys.argv = ["ascendctl"] + sys.argv[1:]
-from ascendctl.cli import main
-main()
-"""
+def play_args(inventory: Path) -> list[str]:
+    return ["play", str(PLAYBOOK), "-i", str(inventory), "--yes", "--connect-timeout", "2"]
 
 
-def run_play(inventory: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", RUN_WITH_CONNECT_HOOK, "play", str(PLAYBOOK),
-                           "-i", str(inventory), "--yes", "--connect-timeout", "2"],
-                          capture_output=True, text=True, timeout=120,
-                          stdin=subprocess.DEVNULL)
+def run_play(runner: CliRunner, inventory: Path) -> Run:
+    return runner.run(play_args(inventory), cwd=Path.cwd(), env=os.environ, timeout=120)
+
+
+def connects(run: Run) -> list[str]:
+    return [event for event in run.events if event.startswith("socket.connect ")]
 
 
 def closed_port() -> int:
@@ -46,22 +41,37 @@ def closed_port() -> int:
         return sock.getsockname()[1]
 
 
-def test_control_the_hook_sees_connection_attempts(tmp_path):
+def test_control_the_hook_sees_connection_attempts(tmp_path, cli_runner):
     port = closed_port()
     text = (FIXTURES / "good.yaml").read_text()
     text = text.replace("198.18.250.11", "127.0.0.1").replace("198.18.250.12", "127.0.0.2")
     text = text.replace("      user: root\n", f"      user: root\n      port: {port}\n")
     good = tmp_path / "good.yaml"
     good.write_text(text)
-    result = run_play(good)
+    result = run_play(cli_runner, good)
     assert result.returncode == Exit.UNREACHABLE, result.stderr[-2000:]
-    assert f"CONNECT-ATTEMPT ('127.0.0.1', {port})" in result.stderr
+    assert any(event.endswith(f"('127.0.0.1', {port}))") for event in connects(result)), \
+        result.events
 
 
 @pytest.mark.parametrize("path", BAD_FILES, ids=lambda p: p.stem)
-def test_bad_inventory_opens_no_connection(path: Path):
-    result = run_play(path)
+def test_bad_inventory_opens_no_connection(path: Path, cli_runner):
+    result = run_play(cli_runner, path)
     assert result.returncode == Exit.USAGE, result.stdout + result.stderr
-    assert "CONNECT-ATTEMPT" not in result.stderr
+    assert connects(result) == []
+    assert_one_line(path, result)
+
+
+def test_a_real_process_refuses_it_the_same():
+    """`python -m ascendctl`: the exit code and the line through the interpreter."""
+    path = BAD_FILES[0]
+    result = subprocess.run([sys.executable, "-m", "ascendctl", *play_args(path)],
+                            capture_output=True, text=True, timeout=120,
+                            stdin=subprocess.DEVNULL)
+    assert result.returncode == Exit.USAGE, result.stdout + result.stderr
+    assert_one_line(path, result)
+
+
+def assert_one_line(path: Path, result: Run | subprocess.CompletedProcess) -> None:
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"error: {path}")
+    assert len(lines) == 1 and lines[0].startswith(f"error: {path}"), result.stderr

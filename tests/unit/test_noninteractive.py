@@ -1,11 +1,12 @@
 """With no terminal (a CI job on a jump host), every command either completes or fails
 with a message; none waits for input.
 
-Each command runs as a real process with stdin closed (DEVNULL) and a timeout, against
-an inventory whose nodes are loopback ports where nothing listens (so the commands that
-contact nodes fail fast, as with a dead cluster). Commands that need consent (deploy,
-rollback, a play that restarts engines) must refuse without --yes, naming it; they are
-also run with a stdin pipe that stays open, which would hang a prompt until the timeout.
+Each command runs in the module's CLI runner (tests/unit/cli_runner.py: the real CLI in a
+child Python, stdin /dev/null) with a timeout, against an inventory whose nodes are
+loopback ports where nothing listens (so the commands that contact nodes fail fast, as
+with a dead cluster). Commands that need consent (deploy, rollback, a play that restarts
+engines) must refuse without --yes, naming it; they are also run as real processes with a
+stdin pipe that stays open, which would hang a prompt until the timeout.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import os
 import re
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -23,6 +23,7 @@ import yaml
 
 from ascendctl.cli import _register_commands, app
 from tests.conftest import free_port
+from tests.unit.cli_runner import Hang
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -108,7 +109,7 @@ def invocations(s) -> dict[str, list[str]]:
     }
 
 
-def run(args: list[str], env: dict, stdin=subprocess.DEVNULL) -> subprocess.CompletedProcess:
+def run(args: list[str], env: dict, stdin) -> subprocess.CompletedProcess:
     process = subprocess.Popen([sys.executable, "-m", "ascendctl", *args], env=env,
                                stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, cwd=ROOT)
@@ -126,10 +127,13 @@ def test_every_command_is_covered(setup):
     assert registered_commands() == set(invocations(setup)) | set(NOT_RUN)
 
 
-def test_every_command_completes_or_fails_with_a_message(setup):
-    calls = invocations(setup)
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        results = dict(zip(calls, pool.map(lambda a: run(a, setup["env"]), calls.values())))
+def test_every_command_completes_or_fails_with_a_message(setup, cli_runner):
+    results = {}
+    for name, args in invocations(setup).items():
+        try:
+            results[name] = cli_runner.run(args, cwd=ROOT, env=setup["env"], timeout=TIMEOUT)
+        except Hang as hang:
+            pytest.fail(f"{hang} without a terminal (waiting for input?)")
     problems = []
     for name, result in results.items():
         output = (result.stdout + result.stderr).strip()

@@ -1,12 +1,13 @@
 """The hostile prompt-set corpus: prompt files that are malformed, pathological or carry
 what must not be there (a pasted key, terminal control characters, lone surrogates), each
-refused by `ascendctl inventory check` (a child process) with exit 2 and one line
+refused by `ascendctl inventory check` (in the module's CLI runner, tests/unit/cli_runner.py;
+one case also as a child process of its own) with exit 2 and one line
 `error: file:line: field: message`, no traceback, no secret's value, quickly.
 
-"Quickly" is the child's CPU time (under 2 s, its start-up included): it is what
-quadratic or exponential work would blow up, and unlike the wall time it does not depend
-on what else the machine runs. The cases are here rather than as files: a JSONL file has
-no room for a header saying what its error must be.
+"Quickly" is the run's CPU time (under 2 s): it is what quadratic or exponential work would
+blow up, and unlike the wall time it does not depend on what else the machine runs. The
+cases are here rather than as files: a JSONL file has no room for a header saying what its
+error must be.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import os
 import resource
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Union
@@ -28,6 +28,7 @@ from ascendctl.errors import InputError
 from ascendctl.exitcodes import Exit
 from ascendctl.inventory.promptfile import MAX_JSONL_BYTES, MAX_YAML_BYTES, MAX_YAML_VALUES
 from ascendctl.load import load_inventory
+from tests.unit.cli_runner import CliRunner
 
 GOOD = Path(__file__).parent.parent / "fixtures" / "inventories" / "good.yaml"
 MAX_MODEL_LEN = 256
@@ -190,31 +191,35 @@ def write_case(directory: Path, case: Case) -> Path:
 class Run:
     prompts: Path
     inventory: Path
-    result: subprocess.CompletedProcess
+    result: object                 # returncode, stdout, stderr
     cpu_seconds: float
-    wall_seconds: float
 
 
-def check(directory: Path, case: Case) -> Run:
+ENV = {**os.environ, "TEST_API_KEY": "unit-test-key"}
+
+
+def check(runner: CliRunner | None, directory: Path, case: Case) -> Run:
+    """CASE through the RUNNER, or without one as `python -m ascendctl` (its CPU time read
+    from this process's children's usage, start-up included)."""
     prompts = write_case(directory, case)
     inventory = inventory_for(directory, prompts)
+    args = ["inventory", "check", "-i", str(inventory)]
+    if runner is not None:
+        result = runner.run(args, cwd=directory, env=ENV)
+        return Run(prompts, inventory, result, result.cpu)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    started = time.monotonic()
-    result = subprocess.run([sys.executable, "-m", "ascendctl", "inventory", "check", "-i",
-                             str(inventory)], capture_output=True, text=True, timeout=60,
-                            cwd=directory, stdin=subprocess.DEVNULL,
-                            env={**os.environ, "TEST_API_KEY": "unit-test-key"})
-    wall = time.monotonic() - started
+    done = subprocess.run([sys.executable, "-m", "ascendctl", *args], capture_output=True,
+                          text=True, timeout=60, cwd=directory, stdin=subprocess.DEVNULL,
+                          env=ENV)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return Run(prompts, inventory, result, cpu, wall)
+    return Run(prompts, inventory, done, cpu)
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory) -> dict[str, Run]:
-    """Every case through the CLI, one after the other (the CPU time of each child is read
-    from this process's children's usage)."""
-    return {case.name: check(tmp_path_factory.mktemp(case.name), case)
+def runs(cli_runner, tmp_path_factory) -> dict[str, Run]:
+    """Every case through the CLI, one after the other."""
+    return {case.name: check(cli_runner, tmp_path_factory.mktemp(case.name), case)
             for case in CASES + ACCEPTED}
 
 
@@ -225,7 +230,16 @@ def test_cases_are_distinct():
 
 @pytest.mark.parametrize("case", CASES, ids=lambda case: case.name)
 def test_refused_in_one_line_quickly(case: Case, runs):
-    run = runs[case.name]
+    assert_refused(case, runs[case.name])
+
+
+def test_a_real_process_refuses_it_the_same(tmp_path):
+    """`python -m ascendctl`: the exit code and the line through the interpreter, in the
+    same CPU bound with the start-up."""
+    assert_refused(CASES[0], check(None, tmp_path, CASES[0]))
+
+
+def assert_refused(case: Case, run: Run) -> None:
     output = run.result.stdout + run.result.stderr
     assert run.result.returncode == Exit.USAGE, output[:2000]
     assert "Traceback" not in output
