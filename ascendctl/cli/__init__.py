@@ -74,16 +74,22 @@ def _register_commands() -> None:
     reflow_app(app)
 
 
-@app.callback()
-def _root(
-    version: bool = typer.Option(False, "--version", help="Print the version and exit.",
-                                 is_eager=True),
-) -> None:
-    if version:
+def _print_version(value: bool) -> None:
+    # an option callback: it runs while the options are parsed, so `ascendctl --version`
+    # needs no command (the group's own callback would only run with one)
+    if value:
         from ascendctl import __version__
 
         typer.echo(f"ascendctl {__version__}")
         raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", help="Print the version and exit.",
+                                 is_eager=True, callback=_print_version),
+) -> None:
+    return None
 
 
 def main() -> None:

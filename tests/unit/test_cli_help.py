@@ -4,6 +4,8 @@ terminal's width would have forced it (a hard line break from a docstring)."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -75,3 +77,13 @@ def test_the_commands_are_listed_in_the_order_of_the_job_then_the_tools():
     assert listed[-6:] == ["render", "play", "weights", "engine", "lab", "demo"]
     registered = {path[0] for path in paths}
     assert registered == set(listed), "a new command needs its place in JOB_ORDER or TOOL_ORDER"
+
+
+def test_version_needs_no_command():
+    from ascendctl import __version__
+
+    for argv in (["--version"], ["--version", "inventory", "--help"]):
+        result = subprocess.run([sys.executable, "-m", "ascendctl", *argv], capture_output=True,
+                                text=True, timeout=120, stdin=subprocess.DEVNULL)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout == f"ascendctl {__version__}\n"
