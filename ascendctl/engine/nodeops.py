@@ -109,10 +109,13 @@ class EngineNodeOps:
         answer = self.call("image_id", image=image, **self._runtime)
         return parse_image_id(int(answer.get("rc", 1)), answer.get("stdout", ""))
 
-    def held_layers(self, diff_ids: Sequence[str]) -> set[str]:
-        """Which of DIFF_IDS the runtime's storage on this node already holds."""
-        answer = self.call("held_layers", diff_ids=list(diff_ids), **self._runtime)
-        return {str(d) for d in answer.get("held", [])} & set(diff_ids)
+    def image_state(self, image: str, diff_ids: Sequence[str]) -> tuple[str | None, set[str]]:
+        """IMAGE's ID on this node (None: absent) and which of DIFF_IDS the runtime's
+        storage already holds: one remote call."""
+        answer = self.call("image_state", image=image, diff_ids=list(diff_ids),
+                           **self._runtime)
+        return (parse_image_id(int(answer.get("rc", 1)), answer.get("stdout", "")),
+                {str(d) for d in answer.get("held", [])} & set(diff_ids))
 
     def load_archive(self, *, sha256: str, expected_id: str, image: str,
                      layout: dict[str, Any] | None = None) -> LoadResult:
@@ -127,7 +130,7 @@ class EngineNodeOps:
         return LoadResult(bool(answer.get("ok")), answer.get("image_id"),
                           bool(answer.get("loaded")), reason,
                           load.get("seconds") if load else None, output,
-                          bool(answer.get("from_layout")))
+                          bool(answer.get("from_config")))
 
     def npu_holders(self) -> NpuHolders:
         kwargs = self._runtime if self.spec.runtime else {"runtime": None, "path": None}

@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import fcntl
 import hashlib
+import io
 import json
 import os
 import shutil
@@ -122,26 +123,22 @@ def held_layers(runtime: str, path: str, diff_ids: list[str]) -> dict[str, Any]:
             "stderr": listed["stderr"][-300:]}
 
 
+def image_state(runtime: str, path: str, image: str, diff_ids: list[str]) -> dict[str, Any]:
+    """IMAGE's ID (image_id) and which of DIFF_IDS the storage holds, in one call."""
+    return {**image_id(runtime, path, image), "held": held_layers(runtime, path,
+                                                                   diff_ids)["held"]}
+
+
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
 OCI_LAYER = "application/vnd.oci.image.layer.v1.tar"
 
 
-def write_layout(directory: str, config: bytes, layers: list[list[Any]]) -> str:
-    """An OCI image layout in DIRECTORY holding the image config and a manifest that names
-    LAYERS ([diff_id, size], uncompressed: the digest is the diff_id) without their blobs.
-    podman loads it when its storage already holds every layer: the copy reuses a layer
-    it has before it would read the blob. Returns the config's digest (the image ID)."""
-    blobs = os.path.join(directory, "blobs", "sha256")
-    os.makedirs(blobs)
-
-    def blob(data: bytes) -> dict[str, Any]:
-        digest = hashlib.sha256(data).hexdigest()
-        with open(os.path.join(blobs, digest), "wb") as handle:
-            handle.write(data)
-        return {"digest": "sha256:" + digest, "size": len(data)}
-
-    config_blob = blob(config)
+def layout_members(config: bytes, layers: list[list[Any]]) -> dict[str, bytes]:
+    """The members of an OCI image archive holding the image config and a manifest that
+    names LAYERS ([diff_id, size], uncompressed: the digest is the diff_id) without their
+    blobs. podman loads it when its storage already holds every layer: the copy reuses a
+    layer it has before it would read the blob. The config's digest is the image ID."""
     entries = []
     for item in layers:
         if not (isinstance(item, list) and len(item) == 2 and isinstance(item[1], int)
@@ -149,15 +146,20 @@ def write_layout(directory: str, config: bytes, layers: list[list[Any]]) -> str:
             raise ValueError(f"bad layer entry {item!r}")
         entries.append({"mediaType": OCI_LAYER, "digest": _check_digest(item[0]),
                         "size": item[1]})
+    members: dict[str, bytes] = {}
+
+    def blob(data: bytes) -> dict[str, Any]:
+        digest = hashlib.sha256(data).hexdigest()
+        members[f"blobs/sha256/{digest}"] = data
+        return {"digest": "sha256:" + digest, "size": len(data)}
+
     manifest = json.dumps({"schemaVersion": 2, "mediaType": OCI_MANIFEST,
-                           "config": {"mediaType": OCI_CONFIG, **config_blob},
+                           "config": {"mediaType": OCI_CONFIG, **blob(config)},
                            "layers": entries}, sort_keys=True).encode()
     index = {"schemaVersion": 2, "manifests": [{"mediaType": OCI_MANIFEST, **blob(manifest)}]}
-    with open(os.path.join(directory, "index.json"), "w") as handle:
-        json.dump(index, handle)
-    with open(os.path.join(directory, "oci-layout"), "w") as handle:
-        json.dump({"imageLayoutVersion": "1.0.0"}, handle)
-    return config_blob["digest"]
+    members["index.json"] = json.dumps(index).encode()
+    members["oci-layout"] = json.dumps({"imageLayoutVersion": "1.0.0"}).encode()
+    return members
 
 
 def _check_digest(value: Any) -> str:
@@ -169,27 +171,30 @@ def _check_digest(value: Any) -> str:
 
 def _load_layout(path: str, root: str, expected: str, layout: dict[str, Any]
                  ) -> dict[str, Any]:
-    """`podman load` of the image's config alone (write_layout), as an OCI archive (a
-    layout directory would be named after its path) in a scratch directory of the store,
-    removed afterwards."""
+    """`podman load` of the image's config alone (layout_members), as an OCI archive (an
+    OCI directory would be named after its path) in the store, removed afterwards."""
     config = base64.b64decode(str(layout["config"]), validate=True)
+    if "sha256:" + hashlib.sha256(config).hexdigest() != expected:
+        return {"rc": 1, "stdout": "", "stderr": "the config is not the expected image"}
     staging = os.path.join(root, "store")
     os.makedirs(staging, exist_ok=True)
-    scratch = tempfile.mkdtemp(prefix=".layout-", dir=staging)
+    handle, archive = tempfile.mkstemp(prefix=".layout-", suffix=".tar", dir=staging)
     try:
-        directory = os.path.join(scratch, "layout")
-        if write_layout(directory, config, list(layout["layers"])) != expected:
-            return {"rc": 1, "stdout": "", "stderr": "the config is not the expected image"}
-        archive = os.path.join(scratch, "image.tar")
-        with tarfile.open(archive, "w") as tar:
-            for name in sorted(os.listdir(directory)):
-                tar.add(os.path.join(directory, name), arcname=name)
+        with os.fdopen(handle, "wb") as raw, tarfile.open(fileobj=raw, mode="w") as tar:
+            for directory in ("blobs", "blobs/sha256"):
+                info = tarfile.TarInfo(directory)
+                info.type, info.mode = tarfile.DIRTYPE, 0o755
+                tar.addfile(info)
+            for name, data in sorted(layout_members(config, list(layout["layers"])).items()):
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
         started = time.monotonic()
         loaded = _run([path, "load", "--input", archive], timeout=600)
         loaded["seconds"] = round(time.monotonic() - started, 1)
         return loaded
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        os.unlink(archive)
 
 
 def load_archive(runtime: str, path: str, root: str, sha256: str, expected_id: str,
@@ -204,17 +209,16 @@ def load_archive(runtime: str, path: str, root: str, sha256: str, expected_id: s
     expected = _normal_id(expected_id)
     present = image_id(runtime, path, expected)
     steps: list[dict[str, Any]] = []
+    from_config = False
     if present["rc"] != 0:
         archive = store_object(root, sha256)
         if os.path.isfile(archive):
             started = time.monotonic()
             loaded = _run([path, "load", "--input", archive], timeout=3600)
             loaded["seconds"] = round(time.monotonic() - started, 1)
-        elif layout and runtime == "podman" and len(held_layers(
-                runtime, path, [item[0] for item in layout["layers"]])["held"]) == \
-                len(layout["layers"]):
+        elif layout and runtime == "podman" and _holds_every_layer(runtime, path, layout):
             loaded = _load_layout(path, root, expected, layout)
-            loaded["from_layout"] = True
+            from_config = True
         else:
             return {"ok": False, "reason": f"archive {sha256[:12]} is not in the store",
                     "steps": steps}
@@ -241,8 +245,12 @@ def load_archive(runtime: str, path: str, root: str, sha256: str, expected_id: s
             except FileNotFoundError:
                 pass
     return {"ok": True, "image_id": expected, "loaded": bool(steps and "load" in steps[0]),
-            "from_layout": bool(steps and steps[0].get("load", {}).get("from_layout")),
-            "steps": steps}
+            "from_config": from_config, "steps": steps}
+
+
+def _holds_every_layer(runtime: str, path: str, layout: dict[str, Any]) -> bool:
+    wanted = [item[0] for item in layout["layers"]]
+    return len(held_layers(runtime, path, wanted)["held"]) == len(wanted)
 
 
 def _normal_id(text: str) -> str:
@@ -462,7 +470,7 @@ def prune(root: str, keep_images: list[str], keep_venvs: list[str],
 
 OPERATIONS = {
     "runtime_version": runtime_version, "image_id": image_id, "load_archive": load_archive,
-    "held_layers": held_layers,
+    "image_state": image_state,
     "image_files": image_files, "npu_holders": npu_holders, "venv_state": venv_state,
     "venv_create": venv_create, "prune": prune,
 }

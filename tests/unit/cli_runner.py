@@ -6,7 +6,8 @@ runs `ascendctl.cli.main()` for each request: its own argv, working directory an
 environment, stdin /dev/null, file descriptors 1 and 2 redirected to files of their own
 (so whatever writes there is captured, as with a pipe), the warnings registry reset, and
 SystemExit turned into an exit code as the interpreter does. Each result carries the exit
-code, stdout, stderr, the audit events of the run (process starts, socket connects) and the
+code, stdout, stderr, the audit events of the run (process starts, socket connects; with
+those the import of the CLI caused, as a process of its own would show them) and the
 run's CPU time (the child's own and its children's). A run still going after its timeout
 is reported as a hang and the child is killed; the next run starts a new one. A run that
 kills the child (os._exit, a crash) gives the child's exit status, as a process would.
@@ -17,16 +18,14 @@ through the interpreter) keep a few plain subprocess runs beside this.
 
 from __future__ import annotations
 
-import atexit
 import json
 import os
 import select
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,7 +38,7 @@ CHILD = r"""
 import json, os, resource, sys, traceback, warnings
 
 WATCHED = tuple(json.loads(sys.argv[3]))
-events = None            # a list while a run is on: the watched events it caused
+events = []              # a list while the CLI is imported or a run is on: what it caused
 
 def hook(event, args):
     if events is not None and event in WATCHED:
@@ -51,6 +50,7 @@ replies = os.fdopen(int(sys.argv[2]), "w")
 import ascendctl.cli
 ascendctl.cli._register_commands()
 ascendctl.cli._register_commands = lambda: None     # main() registers: once is enough
+startup, events = events, None          # what importing the CLI caused: part of every run
 
 def cpu():
     own, children = (resource.getrusage(who) for who in
@@ -93,7 +93,7 @@ for line in requests:
         traceback.print_exc()
         code = 1
     finally:
-        seen, events = events, None
+        seen, events = startup + events, None
         sys.stdout.flush()
         sys.stderr.flush()
     used = cpu() - started
@@ -208,23 +208,22 @@ def read_text(path: Path) -> str:
 
 
 def module_runner() -> CliRunner:
-    """For helpers that have no fixture at hand: the runner of the current test module (a
-    new child for each module, as the module-scoped fixture gives)."""
+    """The current test module's runner, for helpers that have no fixture at hand (the
+    module-scoped `cli_runner` fixture of tests/unit/conftest.py registers it)."""
+    assert _current is not None, "no CLI runner: tests/unit/conftest.py registers one"
+    return _current
+
+
+@contextmanager
+def registered_runner(scratch: Path) -> Iterator[CliRunner]:
+    """A runner for one test module, what module_runner() returns until it is closed."""
     global _current
-    module = os.environ.get("PYTEST_CURRENT_TEST", "").split("::", 1)[0]
-    if _current is None or _current[0] != module:
-        if _current is not None:
-            _current[1].close()
-            shutil.rmtree(_current[1].scratch, ignore_errors=True)
-        _current = (module, CliRunner(Path(tempfile.mkdtemp(prefix="cli-runner-"))))
-    return _current[1]
+    runner = _current = CliRunner(scratch)
+    try:
+        yield runner
+    finally:
+        runner.close()
+        _current = None
 
 
-_current: tuple[str, CliRunner] | None = None
-
-
-@atexit.register
-def _close_module_runner() -> None:
-    if _current is not None:
-        _current[1].close()
-        shutil.rmtree(_current[1].scratch, ignore_errors=True)
+_current: CliRunner | None = None

@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -166,12 +165,12 @@ def test_only_loaded_images_are_pruned(tmp_path):
 
 
 def test_an_image_whose_layers_a_node_holds_loads_from_its_config_alone(tmp_path):
-    """The OCI layout a podman node loads instead of the archive: the archive's config as
+    """The OCI archive a podman node loads instead of the archive: the archive's config as
     it is (so the same image ID), a manifest naming every layer by its diff_id and size,
     and no layer blob."""
     from ascendctl.engine.archive import image_config, write_docker_archive, write_layer_tar
     from ascendctl.engine.image_archive import read_archive
-    from ascendctl.engine.kinds.container import _config_layout, _node_layout
+    from ascendctl.engine.kinds.container import _config_layout
     from ascendctl.inventory.engine import EngineSpec
 
     layers = []
@@ -187,29 +186,27 @@ def test_an_image_whose_layers_a_node_holds_loads_from_its_config_alone(tmp_path
 
     assert _config_layout(EngineSpec(kind="container", runtime="docker",
                                      image="localhost/t/layout:1"), held) is None
-    layout = _node_layout(_config_layout(EngineSpec(kind="container", runtime="podman",
-                                                    image="localhost/t/layout:1"), held))
+    layout = _config_layout(EngineSpec(kind="container", runtime="podman",
+                                       image="localhost/t/layout:1"), held)
     assert layout is not None
-    out = tmp_path / "layout"
-    digest = engine_node.write_layout(str(out), base64.b64decode(layout["config"]),
-                                      layout["layers"])
-    assert digest == held.image_id
-    index = json.loads((out / "index.json").read_text())
+    config = base64.b64decode(layout["config"])
+    members = engine_node.layout_members(config, layout["layers"])
+    index = json.loads(members["index.json"])
     (entry,) = index["manifests"]
-    blobs = out / "blobs" / "sha256"
-    manifest = json.loads((blobs / entry["digest"][7:]).read_bytes())
+    manifest = json.loads(members[f"blobs/sha256/{entry['digest'][7:]}"])
     assert manifest["config"]["digest"] == held.image_id
+    assert members[f"blobs/sha256/{held.image_id[7:]}"] == config
     assert [(l["digest"], l["size"]) for l in manifest["layers"]] == \
         [(l.diff_id, l.size) for l in layers]
     assert all(l["mediaType"] == "application/vnd.oci.image.layer.v1.tar"
                for l in manifest["layers"])
     # only the config and the manifest: no layer travels
-    assert sorted(p.name for p in blobs.iterdir()) == sorted(
-        [held.image_id[7:], entry["digest"][7:]])
-    assert json.loads((out / "oci-layout").read_text()) == {"imageLayoutVersion": "1.0.0"}
+    assert sorted(members) == sorted([f"blobs/sha256/{held.image_id[7:]}",
+                                      f"blobs/sha256/{entry['digest'][7:]}", "index.json",
+                                      "oci-layout"])
+    assert json.loads(members["oci-layout"]) == {"imageLayoutVersion": "1.0.0"}
 
     for bad in ([["sha256:" + "0" * 63, 1]], [["md5:" + "0" * 64, 1]], [[layers[0].diff_id, -1]],
                 [[layers[0].diff_id, True]], [[layers[0].diff_id]]):
         with pytest.raises(ValueError):
-            engine_node.write_layout(str(tmp_path / "bad"), b"{}", bad)
-        shutil.rmtree(tmp_path / "bad", ignore_errors=True)
+            engine_node.layout_members(b"{}", bad)

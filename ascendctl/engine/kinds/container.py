@@ -188,13 +188,18 @@ class ContainerKind(EngineKind):
             return {h.name: NodeEngine(h.name, False, f"{label} present") for h in hosts}
         objects = sum(f.entry.size for f in plan.objects)
         layout = plan.without_objects
+        diff_ids = [digest for digest, _size in layout["layers"]] if layout else []
 
         def read(conn) -> NodeEngine:
             name = conn.settings.name
             ops = node_ops(inv, pool, name)
-            if ops.image_id(identity.id) == identity.id:
+            if layout:
+                present, held = ops.image_state(identity.id, diff_ids)
+            else:
+                present, held = ops.image_id(identity.id), set()
+            if present == identity.id:
                 return NodeEngine(name, False, f"{label} present")
-            if layout and len(ops.held_layers(layout["diff_ids"])) == len(layout["diff_ids"]):
+            if layout and held == set(diff_ids):
                 return NodeEngine(name, True, f"would load {label} from its config (every "
                                               "layer is on the node: nothing relayed)",
                                   relay=False)
@@ -211,7 +216,7 @@ class ContainerKind(EngineKind):
             name = conn.settings.name
             result = node_ops(inv, pool, name).load_archive(
                 sha256=archive.sha256, expected_id=identity.id, image=inv.engine.image,
-                layout=_node_layout(plan.without_objects))
+                layout=plan.without_objects)
             if not result.ok:
                 raise EngineError(f"{name}: {result.reason}")
             if result.from_config:
@@ -286,18 +291,11 @@ def _archive_id(archive: str | None) -> str | None:
 
 
 def _config_layout(spec: EngineSpec, held: ArchiveImage) -> dict[str, Any] | None:
-    """podman loads an image from its config alone when its storage holds every layer (an
-    OCI layout without layer blobs: the copy reuses a layer before reading it); docker
+    """What a podman node loads the image from when its storage holds every layer: the
+    config (base64) and each layer's [diff_id, size] (engine_node.layout_members). docker
     loads only archives, so it always gets the archive."""
     if spec.runtime != "podman" or not held.config or \
             len(held.layer_sizes) != len(held.diff_ids):
         return None
-    return {"config": held.config, "diff_ids": list(held.diff_ids),
-            "sizes": list(held.layer_sizes)}
-
-
-def _node_layout(layout: dict[str, Any] | None) -> dict[str, Any] | None:
-    if layout is None:
-        return None
-    return {"config": base64.b64encode(layout["config"]).decode("ascii"),
-            "layers": [[d, n] for d, n in zip(layout["diff_ids"], layout["sizes"])]}
+    return {"config": base64.b64encode(held.config).decode("ascii"),
+            "layers": [[d, n] for d, n in zip(held.diff_ids, held.layer_sizes)]}
