@@ -311,12 +311,18 @@ def test_d_engine_upgrade_then_rollback_to_the_old_image(clab):
         assert ssh(lab, node, "readlink /var/lib/ascendctl/current").strip().endswith(
             clab["release_v1"])
     assert complete(lab)
-    # a stop leaves no container behind and counts as a clean stop (the launcher's 143)
+    # a stop leaves no container behind and counts as a clean stop (the launcher's 143).
+    # The follower is stopped first, its head still serving; the head then may already
+    # have ended by itself when its stop comes (its pipeline peer left: seen on the lab),
+    # so only the follower's stop is judged clean; neither leaves a container.
+    results = {}
     for node in ("node1", "node0"):
         ssh(lab, node, "systemctl stop ascendctl-engine")
         assert containers(lab, node) == []
-        assert ssh(lab, node, "systemctl show -p Result --value ascendctl-engine").strip() \
-            == "success"
+        results[node] = ssh(lab, node, "systemctl show -p Result --value "
+                                       "ascendctl-engine").strip()
+    assert results["node1"] == "success", results
+    assert results["node0"] in ("success", "exit-code"), results
 
 
 # -- venv ----------------------------------------------------------------------------------
