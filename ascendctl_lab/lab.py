@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from ascendctl.errors import InputError
 from ascendctl.extras import require_extra
-from ascendctl_lab import faults, inventory, paths, provision, registry
+from ascendctl_lab import faults, inventory, modelinfo_cache, paths, provision, registry
 from ascendctl_lab import image as lab_image
 from ascendctl_lab import network as net
 from ascendctl_lab import node as lab_node
@@ -241,6 +241,7 @@ class Lab:
                 device_ips=lab_n.device_ips, netmask=net.NETMASK,
                 roce_host_ip=lab_net.roce_host_ip, hosts=hosts,
                 authorized_key=Path(str(key) + ".pub").read_text(), switch_mac=switch_mac)
+            modelinfo_cache.seed(lab_n.upper, layers)
             baseline = lab_n.upper.parent / "baseline-state.json"
             if not baseline.exists():
                 shutil.copy(lab_n.upper / "etc/ascend-sim/state.json", baseline)
@@ -381,6 +382,7 @@ class Lab:
         lab_net = net.LabNet(int(record["index"]))
         for lab_n in nodes:
             self._cleanup_node_host_side(lab_n, lab_net)
+            modelinfo_cache.harvest(lab_n.upper, [Path(p) for p in record["layers"]])
         for bridge in record.get("bridges", []):
             net.delete_link(bridge)
         shutil.rmtree(self.state_dir, ignore_errors=True)
