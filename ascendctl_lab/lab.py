@@ -380,9 +380,10 @@ class Lab:
         with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(nodes))) as pool:
             list(pool.map(lambda n: lab_node.stop(n.nspawn_pid, n.machine), nodes))
         lab_net = net.LabNet(int(record["index"]))
+        layers = [Path(p) for p in record["layers"]]
         for lab_n in nodes:
             self._cleanup_node_host_side(lab_n, lab_net)
-            modelinfo_cache.harvest(lab_n.upper, [Path(p) for p in record["layers"]])
+            modelinfo_cache.harvest(lab_n.upper, layers)
         for bridge in record.get("bridges", []):
             net.delete_link(bridge)
         shutil.rmtree(self.state_dir, ignore_errors=True)

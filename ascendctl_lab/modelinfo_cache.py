@@ -14,8 +14,10 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
+import stat
 from pathlib import Path
+
+from ascendctl.fileio import write_atomic
 
 # Where vLLM keeps it on a node: the engine runs as root with no VLLM_CACHE_ROOT, HOME or
 # XDG_CACHE_HOME of its own (a container engine has its own file system and is not seeded).
@@ -42,8 +44,7 @@ def seed(upper: Path, layers: list[Path]) -> int:
     target = upper / NODE_DIR
     if not _inside(target, upper):
         return 0
-    target.mkdir(parents=True, exist_ok=True)
-    return sum(_copy(path, target / path.name) for path in _entries(source))
+    return _write_all(_entries(source), target)
 
 
 def harvest(upper: Path, layers: list[Path]) -> int:
@@ -54,29 +55,43 @@ def harvest(upper: Path, layers: list[Path]) -> int:
     source = upper / NODE_DIR
     if target is None or not source.is_dir() or not _inside(source, upper):
         return 0
-    target.mkdir(parents=True, exist_ok=True)
-    return sum(_copy(path, target / path.name) for path in _entries(source)
-               if not (target / path.name).exists())
+    return _write_all({name: data for name, data in _entries(source).items()
+                       if not (target / name).exists()}, target)
 
 
-def _entries(directory: Path) -> list[Path]:
-    found = []
+def _entries(directory: Path) -> dict[str, bytes]:
+    """The valid cache files of DIRECTORY, by name, each read once."""
+    found = {}
     for path in sorted(directory.iterdir()):
-        if not _NAME.match(path.name) or path.is_symlink() or not path.is_file():
-            continue
-        if path.stat().st_size > _MAX_BYTES or not _is_modelinfo(path):
-            continue
-        found.append(path)
+        if _NAME.match(path.name):
+            data = _read_regular(path)
+            if data is not None and _is_modelinfo(data):
+                found[path.name] = data
     return found
 
 
-def _is_modelinfo(path: Path) -> bool:
+def _read_regular(path: Path) -> bytes | None:
+    """The bytes of PATH if it is a regular file (not a symlink) of at most _MAX_BYTES;
+    opened once, so what is checked is what is read."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_size > _MAX_BYTES:
+            return None
+        data = handle.read(_MAX_BYTES + 1)
+    return data if len(data) <= _MAX_BYTES else None
+
+
+def _is_modelinfo(data: bytes) -> bool:
+    try:
+        parsed = json.loads(data.decode("utf-8"))
+    except ValueError:
         return False
-    return (isinstance(data, dict) and isinstance(data.get("hash"), str)
-            and isinstance(data.get("modelinfo"), dict))
+    return (isinstance(parsed, dict) and isinstance(parsed.get("hash"), str)
+            and isinstance(parsed.get("modelinfo"), dict))
 
 
 def _inside(path: Path, root: Path) -> bool:
@@ -84,13 +99,12 @@ def _inside(path: Path, root: Path) -> bool:
     return path.resolve() == root.resolve() / path.relative_to(root)
 
 
-def _copy(source: Path, dest: Path) -> bool:
-    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
-    try:
-        shutil.copyfile(source, tmp, follow_symlinks=False)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, dest)
-    except OSError:
-        tmp.unlink(missing_ok=True)
-        return False
-    return True
+def _write_all(files: dict[str, bytes], directory: Path) -> int:
+    written = 0
+    for name, data in files.items():
+        try:
+            write_atomic(directory / name, data, 0o644)
+        except OSError:
+            continue
+        written += 1
+    return written
