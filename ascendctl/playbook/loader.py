@@ -3,7 +3,8 @@
 Everything that can be checked without a host is checked here: unknown keys (with the
 closest valid one suggested), exactly one module per task, module arguments against the
 module's schema, expression and template syntax, handler names, register names, and
-that a shell script quotes every value it interpolates.
+that a shell script quotes every value it interpolates, and that every task comes after
+the tasks that provide what it needs (ascendctl/playbook/order.py).
 
 `- import_plays: FILE` (with optional `vars:`) in a playbook or a rolling block's `plays:`
 stands for the plays of FILE, loaded with the same checks (errors name FILE): FILE is
@@ -24,6 +25,7 @@ from ascendctl.inventory.yamlsrc import SourceMap, YamlPath, dotted, load_yaml_w
 from ascendctl.paths import playbooks_dir, templates_dir
 from ascendctl.playbook.model import Play, Playbook, PlaybookItem, Rolling, Task, Where
 from ascendctl.playbook.modules import MODULES, Module, ModuleError, get_module, load_modules
+from ascendctl.playbook.order import check_order
 from ascendctl.playbook.templating import Templar, TemplateError, contains_template
 
 PLAY_KEYS = ("name", "hosts", "order", "serial", "vars", "tasks", "handlers", "tags",
@@ -72,7 +74,9 @@ def load_playbook(path: str | os.PathLike[str], templar: Templar | None = None) 
     load_modules(plugins=False)
     loader = _Loader(path, source, templar or templar_for(path),
                      playbook_dir=path.resolve().parent, chain=(path.resolve(),))
-    return loader.build(data)
+    playbook = loader.build(data)
+    check_order(playbook)
+    return playbook
 
 
 def _read(path: Path) -> tuple[Any, SourceMap]:

@@ -108,17 +108,25 @@ def test_the_import_vars_reach_the_tasks_at_run_time(tmp_path):
 def test_a_file_next_to_the_playbook_wins_over_the_shipped_one(tmp_path):
     # an operator's copy of a shipped playbook elsewhere still finds the shipped switch
     book = load_playbook(write(tmp_path / "ops" / "my-deploy.yaml", """
+        - name: what the switch needs before it (the lock, the release on the nodes)
+          hosts: all
+          tasks:
+            - deploy_lock: {state: acquired}
+              run_once: true
+            - release_facts: {}
+              run_once: true
+            - release_stage: {}
         - name: roll
           rolling: true
           plays:
             - import_plays: switch.yaml
         """))
     shipped = str((playbooks_dir() / "switch.yaml").resolve())
-    assert {p.where.file for p in book.all_plays()} == {shipped}
+    assert {p.where.file for p in book.plays[-1].plays} == {shipped}
     # ... and its own edited copy next to it, once there
     write(tmp_path / "ops" / "switch.yaml", PLAY.format(name="my switch"))
     book = load_playbook(tmp_path / "ops" / "my-deploy.yaml")
-    assert [(p.name, p.where.file) for p in book.all_plays()] == \
+    assert [(p.name, p.where.file) for p in book.plays[-1].plays] == \
         [("my switch", str((tmp_path / "ops" / "switch.yaml").resolve()))]
 
 

@@ -17,12 +17,14 @@ groups' heads, and taking a group out of it (and back) around its switch.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 import base64
 import time
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from ascendctl.deploy.handoffs import DEPLOY_LOCK, NODE_STATES
 from ascendctl.deploy.engines import StepFailed
 from ascendctl.deploy.playbook_modules.common import NoArgs, engine
 from ascendctl.deploy.run import DeployRun
@@ -72,6 +74,8 @@ class ProxySite(Module):
     """Install the proxy's nginx site on the gateway (the groups this run took out of the
     balancer stay out), check it with nginx -t, and make nginx serve it."""
 
+    needs = (DEPLOY_LOCK, NODE_STATES)
+
     runs_on = "controller"
     Args = NoArgs
 
@@ -110,6 +114,13 @@ class _BalancerArgs(BaseModel):
 class Balancer(Module):
     """Take the play's serving groups out of the gateway's balancer and drain their heads
     (state: out), or put them back (state: in)."""
+
+    needs = (DEPLOY_LOCK, NODE_STATES)
+
+    @classmethod
+    def order(cls, args: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        # putting a group back in (also in a rollout's always play) takes nothing out
+        return ((NODE_STATES,) if args.get("state") == "in" else cls.needs), ()
 
     runs_on = "controller"
     Args = _BalancerArgs

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ascendctl.deploy.handoffs import ENGINES_READY
 from ascendctl.benchmark.run import run_bench
 from ascendctl.benchmark.settings import (
     DEFAULT_CONCURRENCY, DEFAULT_INPUT_LEN, DEFAULT_OUTPUT_LEN, BenchSettings,
@@ -42,6 +43,8 @@ def gate_settings(inv: "Inventory") -> "BenchSettings":
 @register_module("bench_gate")
 class BenchGate(Module):
     """A short bench against the SLOs on each restarted group's head (deploy.rolling.bench)."""
+
+    needs = (ENGINES_READY,)
 
     runs_on = "controller"
     Args = NoArgs

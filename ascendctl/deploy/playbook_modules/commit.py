@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ascendctl.deploy.handoffs import DEPLOY_LOCK, ENGINES_READY, COMMITTED
 from ascendctl.deploy.playbook_modules.common import NoArgs
 from ascendctl.deploy.run import DeployRun, now
 from ascendctl.engine.kinds import identity_from_record, kind_named, recorded_spec
@@ -15,6 +16,9 @@ from ascendctl.transport import quoting
 class ReleaseCommit(Module):
     """Point `current` at the release on this node (a new link renamed over the old one),
     enable its units at boot, mark it active and record the event in the history."""
+
+    needs = (DEPLOY_LOCK, ENGINES_READY)
+    provides = (COMMITTED,)
 
     Args = NoArgs
 
@@ -62,6 +66,8 @@ class ReleaseCommit(Module):
 class ReleasePrune(Module):
     """Remove the oldest releases beyond deploy.keep_releases (failed ones first; never the
     current or the previous one), and staging directories a dead deploy left."""
+
+    needs = (COMMITTED,)
 
     Args = NoArgs
 

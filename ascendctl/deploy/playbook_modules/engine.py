@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ascendctl.deploy.handoffs import DEPLOY_LOCK, RELEASE_ON_NODES
 from ascendctl.deploy.playbook_modules.common import NoArgs
 from ascendctl.deploy.run import DeployRun
 from ascendctl.engine.identity import EngineError, EngineIdentity
@@ -34,6 +35,8 @@ if TYPE_CHECKING:
 class EnginePresent(Module):
     """Make the release's engine present on the play's hosts (image loaded or venv built
     where missing); refuse, naming the node, when it cannot be."""
+
+    needs = (DEPLOY_LOCK, RELEASE_ON_NODES)
 
     runs_on = "controller"
     Args = NoArgs

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from ascendctl.deploy.handoffs import DEPLOY_LOCK
 from ascendctl.deploy.lock import DeployLocked
 from ascendctl.deploy.run import DeployRun
 from ascendctl.playbook.modules import (
@@ -20,6 +22,12 @@ class DeployLock(Module):
 
     While held, a heartbeat keeps it fresh; a holder that finds its token gone asks the
     run to stop at the next step (no rescue: the cluster is the new holder's)."""
+
+    provides = (DEPLOY_LOCK,)
+
+    @classmethod
+    def order(cls, args: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        return (), (cls.provides if args.get("state", "acquired") == "acquired" else ())
 
     runs_on = "controller"
 

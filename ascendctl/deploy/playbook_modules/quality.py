@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict
 
 from ascendctl_runtime.layout import ENGINE_UNIT
 
+from ascendctl.deploy.handoffs import NODE_STATES, ENGINES_READY
 from ascendctl.deploy.playbook_modules.common import NoArgs
 from ascendctl.deploy.run import DeployRun
 from ascendctl.errors import AscendctlError
@@ -48,6 +49,8 @@ def _serves(run: DeployRun, head: "Host", release: str) -> bool:
 class QualityBaseline(Module):
     """Record the serving release's answers on each head about to switch that has none
     (agreement mode), while it still serves."""
+
+    needs = (NODE_STATES,)
 
     runs_on = "controller"
     Args = NoArgs
@@ -113,6 +116,8 @@ class _GateArgs(BaseModel):
 class QualityGateStep(Module):
     """The quality gate on each restarted serving group's head, before it takes traffic
     again; a failed (or impossible) gate fails the step, naming the gate."""
+
+    needs = (ENGINES_READY,)
 
     runs_on = "controller"
     Args = _GateArgs

@@ -13,6 +13,7 @@ import time
 from typing import TYPE_CHECKING, Optional
 
 from ascendctl_runtime.layout import ALL_UNITS
+from ascendctl.deploy.handoffs import NODE_STATES
 from ascendctl.deploy.engines import POLL_S, StepFailed
 from ascendctl.deploy.playbook_modules.common import NoArgs, engine
 from ascendctl.deploy.playbook_modules.switch import still_up
@@ -32,6 +33,8 @@ RETRY_S = 10.0
 class ReleaseRestore(Module):
     """Stop the failed release's engines, start the previous release in rank order and
     gate on readiness, point `current` back at it; mark the failed release (rescue play)."""
+
+    needs = (NODE_STATES,)
 
     runs_on = "controller"
     supports_check = False

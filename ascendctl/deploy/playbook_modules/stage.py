@@ -3,12 +3,14 @@ engines are touched."""
 
 from __future__ import annotations
 
-from typing import Optional
+from collections.abc import Mapping
+from typing import Any, Optional
 
 from pydantic import BaseModel, ConfigDict
 
 from ascendctl_runtime.layout import ALL_UNITS
 
+from ascendctl.deploy.handoffs import DEPLOY_LOCK, NODE_STATES, RELEASE_ON_NODES, WEIGHTS
 from ascendctl.deploy.nodestate import NodeState
 from ascendctl.deploy.playbook_modules.common import NoArgs
 from ascendctl.deploy.run import DeployRun, previous_good_release
@@ -24,6 +26,14 @@ from ascendctl.weights.remote import materialise_model, node_access
 class ReleaseFacts(Module):
     """Read every play host's releases, `current`, units, history tail and lock (one call
     each, in parallel), and settle which release this run switches to."""
+
+    needs = (DEPLOY_LOCK,)
+    provides = (NODE_STATES, RELEASE_ON_NODES)
+
+    @classmethod
+    def order(cls, args: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        # naming a release (a rollback) picks one already on the nodes
+        return cls.needs, (cls.provides if args.get("release") else (NODE_STATES,))
 
     runs_on = "controller"
 
@@ -89,6 +99,9 @@ def resolve_release(run: DeployRun, wanted: Optional[str]) -> Optional[str]:
 class ReleaseStage(Module):
     """Write the release directory on the node (atomically); diff against the current."""
 
+    needs = (DEPLOY_LOCK, NODE_STATES)
+    provides = (RELEASE_ON_NODES,)
+
     Args = NoArgs
 
     def run(self, ctx: ModuleContext, args: NoArgs) -> ModuleResult:
@@ -112,6 +125,9 @@ class ReleaseStage(Module):
 @register_module("weights_push")
 class WeightsPush(Module):
     """Push the model to every node's content-addressed store (relayed, resumable)."""
+
+    needs = (DEPLOY_LOCK,)
+    provides = (WEIGHTS,)
 
     runs_on = "controller"
     Args = NoArgs
@@ -142,6 +158,8 @@ class WeightsPush(Module):
 @register_module("release_model")
 class ReleaseModel(Module):
     """Make `<release>/model` on the node: links into the store (or to model.path)."""
+
+    needs = (RELEASE_ON_NODES, WEIGHTS)
 
     Args = NoArgs
 

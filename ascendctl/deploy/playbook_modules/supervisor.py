@@ -9,6 +9,7 @@ supervisor brings the group back by itself.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -16,6 +17,7 @@ from ascendctl_runtime.gangrules import RANK_START_WAIT_S
 from ascendctl_runtime.layout import HOLD_FILE
 from pydantic import BaseModel, ConfigDict
 
+from ascendctl.deploy.handoffs import DEPLOY_LOCK
 from ascendctl.deploy.lock import LockLost
 from ascendctl.deploy.run import DeployRun
 from ascendctl.errors import AscendctlError
@@ -55,6 +57,13 @@ class SupervisorHoldModule(Module):
     """Hold the gang supervisor on the head of each of the play's serving groups before
     its engines stop (only when the group restarts), or give the holds back (after the
     group is back in service, and always at the end)."""
+
+    needs = (DEPLOY_LOCK,)
+
+    @classmethod
+    def order(cls, args: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        # giving the supervisor back (also in always plays) needs nothing
+        return (cls.needs if args.get("state", "held") == "held" else ()), ()
 
     runs_on = "controller"
 

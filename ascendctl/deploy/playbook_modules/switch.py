@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Optional
 
+from ascendctl.deploy.handoffs import DEPLOY_LOCK, RELEASE_ON_NODES, RESTART_DECIDED, UNITS_INSTALLED, ENGINES_STARTED, ENGINES_READY
 from ascendctl.deploy.engines import POLL_S, ProbeAnswer, StepFailed
 from ascendctl.deploy.lock import LockLost
 from ascendctl.deploy.nodestate import UnitState
@@ -32,6 +33,9 @@ if TYPE_CHECKING:
 class EngineStop(Module):
     """Stop the engines of the play's hosts (followers first, then the head) if they do not
     already serve this run's release with its unit files; otherwise touch nothing."""
+
+    needs = (DEPLOY_LOCK, RELEASE_ON_NODES)
+    provides = (RESTART_DECIDED,)
 
     runs_on = "controller"
     Args = NoArgs
@@ -78,6 +82,9 @@ class ReleaseUnits(Module):
     """Install the release's unit files into /etc/systemd/system (daemon-reload if any
     changed), on the hosts that restart."""
 
+    needs = (RESTART_DECIDED,)
+    provides = (UNITS_INSTALLED,)
+
     Args = NoArgs
 
     def run(self, ctx: ModuleContext, args: NoArgs) -> ModuleResult:
@@ -101,6 +108,9 @@ class EngineStart(Module):
     """Start this host's engine units (in order) and wait until each is up and stays up,
     within the per-rank budget the rendered HCCL_CONNECT_TIMEOUT was sized for. Put the
     head in one play and the followers in a play with `order: rank`."""
+
+    needs = (UNITS_INSTALLED,)
+    provides = (ENGINES_STARTED,)
 
     Args = NoArgs
 
@@ -159,6 +169,9 @@ class EngineReady(Module):
     /v1/models and a completion answers (within serving.startup_timeout), while every
     restarted rank stays up."""
 
+    needs = (ENGINES_STARTED,)
+    provides = (ENGINES_READY,)
+
     runs_on = "controller"
     Args = NoArgs
     step = "readiness"
@@ -207,6 +220,8 @@ class EngineWarmup(Module):
     restarted group's head; every restarted rank still runs the process it was started
     with."""
 
+    needs = (ENGINES_READY,)
+
     runs_on = "controller"
     Args = NoArgs
     step = "warm-up"
@@ -237,6 +252,8 @@ class EngineWarmup(Module):
 class NodeServices(Module):
     """Start the exporter and the watchdog of the release (restart those whose unit file
     changed) and enable them, on the hosts that restarted."""
+
+    needs = (UNITS_INSTALLED,)
 
     Args = NoArgs
 

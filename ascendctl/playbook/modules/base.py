@@ -190,9 +190,20 @@ class Module:
     supports_check: ClassVar[bool] = True
     # Arguments whose values must not be templated at load-time validation (raw text).
     raw_args: ClassVar[frozenset[str]] = frozenset()
+    # The run's order: what earlier tasks must have produced (in ctx.run_state) before this
+    # module runs, and what it produces; a playbook that breaks it is refused when it is
+    # loaded (ascendctl/playbook/order.py). Names are the producing package's vocabulary.
+    needs: ClassVar[tuple[str, ...]] = ()
+    provides: ClassVar[tuple[str, ...]] = ()
 
     def run(self, ctx: ModuleContext, args: Any) -> ModuleResult:  # pragma: no cover
         raise NotImplementedError
+
+    @classmethod
+    def order(cls, args: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """(needs, provides) of a task with ARGS (as loaded: templates not rendered);
+        override where they depend on an argument, such as a lock's `state`."""
+        return cls.needs, cls.provides
 
     @classmethod
     def normalize(cls, value: Any) -> Any:
