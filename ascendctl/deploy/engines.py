@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
 
-from ascendctl_runtime.gangrules import RANK_START_WAIT_S, SETTLE_S
+from ascendctl_runtime.gangrules import RANK_START_WAIT_S, rank_is_up
 
 from ascendctl.deploy.nodestate import UnitState
 from ascendctl.errors import AscendctlError
@@ -158,8 +158,8 @@ class EngineControl:
             if state.running:
                 first_pid = first_pid or state.main_pid
                 active_since = active_since or time.monotonic()
-                if time.monotonic() - active_since >= SETTLE_S or \
-                        (port is not None and self.listening(port)):
+                if rank_is_up(time.monotonic() - active_since,
+                              lambda: port is not None and self.listening(port)):
                     return state
             if time.monotonic() > deadline:
                 raise self.fail(f"{unit} never became active within {RANK_START_WAIT_S}s: "

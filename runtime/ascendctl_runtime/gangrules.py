@@ -10,11 +10,18 @@ when a started rank counts as up, and which port the head opens for its peers.
                 loading, so waiting for more would push the followers past the timeout
 """
 
-from typing import Optional
+from typing import Callable, Optional
 
 RANK_START_WAIT_S = 60
 SETTLE_S = 5.0
 MODES = ("mp", "dp", "ray")
+
+
+def rank_is_up(active_for_s: float, head_listening: Callable[[], bool] = lambda: False, *,
+               settle_s: float = SETTLE_S) -> bool:
+    """A started rank's unit (running, not restarted) counts as up: active for SETTLE_S, or
+    the head listening on the coordination port (asked only when not yet settled)."""
+    return active_for_s >= settle_s or head_listening()
 
 
 def coordination_port(mode: str, group_size: int, *, master_port: int,

@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Optional
 
 from ascendctl_runtime import engine_state as es
-from ascendctl_runtime import gangplan, healthstore, layout, probe
+from ascendctl_runtime import gangplan, gangrules, healthstore, layout, probe
 from ascendctl_runtime.contract import SupervisorConfig
 
 SERVING, STOPPING, NPUS, BACKOFF, STARTING, WARMING, GAVE_UP = (
@@ -505,9 +505,10 @@ class Supervisor:
         node, unit = self.config.steps[index]
         view = views.get(node) or {}
         info = (view.get("units") or {}).get(unit) or {}
-        started = info.get("state") == es.RUNNING and (
-            (info.get("active_for_s") or 0) >= self.config.settle_s
-            or (node == self.config.head_node and view.get("listening") is True))
+        started = info.get("state") == es.RUNNING and gangrules.rank_is_up(
+            info.get("active_for_s") or 0,
+            lambda: node == self.config.head_node and view.get("listening") is True,
+            settle_s=self.config.settle_s)
         if started:
             if index + 1 >= len(self.config.steps):
                 self.enter(WARMING, now)
