@@ -87,6 +87,12 @@ class EventLog:
         if self.on_event:
             self.on_event(message)
 
+    def sayer(self, node: str) -> Callable[..., None]:
+        """`say(message, node=NODE)`: the progress callback of one node's work (a gate's)."""
+        def say(message: str, node: str = node) -> None:
+            self.note(message, node=node)
+        return say
+
 
 @dataclass(frozen=True)
 class SwitchTarget:

@@ -118,25 +118,24 @@ def test_a_rollback_that_names_no_release_does_not_put_one_on_the_nodes(tmp_path
             "engine_present needs `release_on_nodes` (provided by release_facts, release_stage)")
 
 
-def test_a_rescue_play_counts_only_on_what_was_there_before_its_sequence(tmp_path):
+@pytest.mark.parametrize("old,new,at,fragment,why", [
+    # a rescue play may run before any play of its rolling block did
+    ("      release_restore: {}\n      run_once: true\n",
+     "      release_restore: {}\n      run_once: true\n"
+     "    - name: a warm-up after the restore\n      engine_warmup: {}\n",
+     "- name: a warm-up after the restore",
+     "engine_warmup needs `engines_ready` (provided by engine_ready)",
+     "a rescue play may run right after the first play of its sequence failed"),
+    # a task under `when:` may not run
+    ("      release_units: {}\n", "      release_units: {}\n      when: release.restart\n",
+     "- name: start rank 0 and wait until it is up",
+     "engine_start needs `units_installed`", "only under `when:`"),
+], ids=["rescue", "when"])
+def test_what_may_not_have_run_does_not_count(tmp_path, old, new, at, fragment, why):
     work = copies(tmp_path)
     switch = work / "switch.yaml"
-    switch.write_text(switch.read_text().replace(
-        "      release_restore: {}\n      run_once: true\n",
-        "      release_restore: {}\n      run_once: true\n"
-        "    - name: a warm-up after the restore\n      engine_warmup: {}\n"))
-    line = line_of(switch, "- name: a warm-up after the restore")
-    err = refused(work / "deploy.yaml", switch.resolve(), line,
-                  "engine_warmup needs `engines_ready` (provided by engine_ready)")
-    assert "a rescue play may run right after the first play of its sequence failed" in str(err)
-
-
-def test_a_step_provided_only_under_when_does_not_count(tmp_path):
-    work = copies(tmp_path)
-    switch = work / "switch.yaml"
-    switch.write_text(switch.read_text().replace(
-        "      release_units: {}\n", "      release_units: {}\n      when: release.restart\n"))
-    line = line_of(switch, "- name: start rank 0 and wait until it is up")
-    err = refused(work / "deploy.yaml", switch.resolve(), line, "needs `units_installed`")
-    assert "only under `when:`" in str(err)
-
+    text = switch.read_text()
+    assert old in text
+    switch.write_text(text.replace(old, new))
+    err = refused(work / "deploy.yaml", switch.resolve(), line_of(switch, at), fragment)
+    assert why in str(err)

@@ -17,7 +17,6 @@ groups' heads, and taking a group out of it (and back) around its switch.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 import base64
 import time
 from typing import TYPE_CHECKING, Any, Literal
@@ -116,11 +115,7 @@ class Balancer(Module):
     (state: out), or put them back (state: in)."""
 
     needs = (DEPLOY_LOCK, NODE_STATES)
-
-    @classmethod
-    def order(cls, args: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        # putting a group back in (also in a rollout's always play) takes nothing out
-        return ((NODE_STATES,) if args.get("state") == "in" else cls.needs), ()
+    order_by = ("state", {"in": ((NODE_STATES,), ())})    # also in a rollout's always play
 
     runs_on = "controller"
     Args = _BalancerArgs

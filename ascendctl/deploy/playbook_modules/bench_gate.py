@@ -67,9 +67,7 @@ class BenchGate(Module):
         for group, hosts in groups.items():
             head = hosts[0]
             view = inv.group_view(group)
-
-            def say(message: str, node: str = head.name) -> None:
-                run.log.note(message, node=node)
+            say = run.log.sayer(head.name)
 
             try:
                 report = run_bench(view, settings, ctx.connection_for(head.name), say)

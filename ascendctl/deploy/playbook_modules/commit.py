@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ascendctl.deploy.handoffs import DEPLOY_LOCK, ENGINES_READY, COMMITTED
+from ascendctl.deploy.handoffs import COMMITTED, DEPLOY_LOCK, ENGINES_READY
 from ascendctl.deploy.playbook_modules.common import NoArgs
 from ascendctl.deploy.run import DeployRun, now
 from ascendctl.engine.kinds import identity_from_record, kind_named, recorded_spec

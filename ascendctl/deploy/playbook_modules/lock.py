@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -24,10 +23,7 @@ class DeployLock(Module):
     run to stop at the next step (no rescue: the cluster is the new holder's)."""
 
     provides = (DEPLOY_LOCK,)
-
-    @classmethod
-    def order(cls, args: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        return (), (cls.provides if args.get("state", "acquired") == "acquired" else ())
+    order_by = ("state", {"released": ((), ())})
 
     runs_on = "controller"
 

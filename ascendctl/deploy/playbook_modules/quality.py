@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict
 
 from ascendctl_runtime.layout import ENGINE_UNIT
 
-from ascendctl.deploy.handoffs import NODE_STATES, ENGINES_READY
+from ascendctl.deploy.handoffs import ENGINES_READY, NODE_STATES
 from ascendctl.deploy.playbook_modules.common import NoArgs
 from ascendctl.deploy.run import DeployRun
 from ascendctl.errors import AscendctlError
@@ -36,8 +36,16 @@ from ascendctl.quality.report import failure_lines
 
 if TYPE_CHECKING:
     from ascendctl.inventory import Host
+    from ascendctl.inventory.quality import QualitySpec
 
 NO_GATE = "no slo.quality in the inventory: no quality gate (docs/quality.md)"
+
+
+def _run_and_gate(ctx: ModuleContext) -> tuple[DeployRun, Optional["QualitySpec"]]:
+    """The run (refusing to go on after a failure) and the inventory's slo.quality."""
+    run = DeployRun.of(ctx)
+    run.require_no_failure(ctx)
+    return run, ctx.inventory.slo.quality
 
 
 def _serves(run: DeployRun, head: "Host", release: str) -> bool:
@@ -56,12 +64,10 @@ class QualityBaseline(Module):
     Args = NoArgs
 
     def run(self, ctx: ModuleContext, args: NoArgs) -> ModuleResult:
-        run = DeployRun.of(ctx)
-        run.require_no_failure(ctx)
-        inv = ctx.inventory
-        spec = inv.slo.quality
+        run, spec = _run_and_gate(ctx)
         if spec is None:
             return ModuleResult(msg=NO_GATE)
+        inv = ctx.inventory
         if not spec.agree_with_previous:
             return ModuleResult(msg="the gate checks expected answers: no reference needed")
         target = run.target().release_id
@@ -79,9 +85,7 @@ class QualityBaseline(Module):
                              "a group still serving it, or fails")
                 continue
             conn = ctx.connection_for(head.name)
-
-            def say(message: str, node: str = head.name) -> None:
-                run.log.note(message, node=node)
+            say = run.log.sayer(head.name)
 
             try:
                 if has_recorded_answers(inv, old, conn, node=head):
@@ -123,12 +127,10 @@ class QualityGateStep(Module):
     Args = _GateArgs
 
     def run(self, ctx: ModuleContext, args: _GateArgs) -> ModuleResult:
-        run = DeployRun.of(ctx)
-        run.require_no_failure(ctx)
-        inv = ctx.inventory
-        spec = inv.slo.quality
+        run, spec = _run_and_gate(ctx)
         if spec is None:
             return ModuleResult(msg=NO_GATE)
+        inv = ctx.inventory
         if spec.agree_with_previous and not args.agreement:
             return ModuleResult(msg="agreement with the release it replaces is not asked of "
                                 "a release that passed its gate before")
@@ -145,9 +147,7 @@ class QualityGateStep(Module):
         for group, hosts in groups.items():
             head = hosts[0]
             previous = run.previous_of(group)
-
-            def say(message: str, node: str = head.name) -> None:
-                run.log.note(message, node=node)
+            say = run.log.sayer(head.name)
 
             try:
                 report = run_quality_gate(

@@ -9,7 +9,6 @@ supervisor brings the group back by itself.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -59,11 +58,7 @@ class SupervisorHoldModule(Module):
     group is back in service, and always at the end)."""
 
     needs = (DEPLOY_LOCK,)
-
-    @classmethod
-    def order(cls, args: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        # giving the supervisor back (also in always plays) needs nothing
-        return (cls.needs if args.get("state", "held") == "held" else ()), ()
+    order_by = ("state", {"released": ((), ())})      # also in always plays
 
     runs_on = "controller"
 

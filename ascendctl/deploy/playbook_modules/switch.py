@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Optional
 
-from ascendctl.deploy.handoffs import DEPLOY_LOCK, RELEASE_ON_NODES, RESTART_DECIDED, UNITS_INSTALLED, ENGINES_STARTED, ENGINES_READY
+from ascendctl.deploy.handoffs import DEPLOY_LOCK, ENGINES_READY, ENGINES_STARTED, RELEASE_ON_NODES, RESTART_DECIDED, UNITS_INSTALLED
 from ascendctl.deploy.engines import POLL_S, ProbeAnswer, StepFailed
 from ascendctl.deploy.lock import LockLost
 from ascendctl.deploy.nodestate import UnitState

@@ -177,6 +177,9 @@ class ModuleContext:
 ArgsT = TypeVar("ArgsT")
 
 
+Order = tuple[tuple[str, ...], tuple[str, ...]]     # (needs, provides)
+
+
 class Module:
     """Base class of playbook modules (see the module docstring for an example)."""
 
@@ -195,14 +198,20 @@ class Module:
     # loaded (ascendctl/playbook/order.py). Names are the producing package's vocabulary.
     needs: ClassVar[tuple[str, ...]] = ()
     provides: ClassVar[tuple[str, ...]] = ()
+    # Where they depend on an argument's value: (argument, {value: (needs, provides)}).
+    order_by: ClassVar[Optional[tuple[str, Mapping[str, "Order"]]]] = None
 
     def run(self, ctx: ModuleContext, args: Any) -> ModuleResult:  # pragma: no cover
         raise NotImplementedError
 
     @classmethod
-    def order(cls, args: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        """(needs, provides) of a task with ARGS (as loaded: templates not rendered);
-        override where they depend on an argument, such as a lock's `state`."""
+    def order(cls, args: Mapping[str, Any]) -> "Order":
+        """(needs, provides) of a task with ARGS (as loaded: templates not rendered)."""
+        if cls.order_by is not None:
+            argument, cases = cls.order_by
+            value = args.get(argument)
+            if isinstance(value, str) and value in cases:
+                return cases[value]
         return cls.needs, cls.provides
 
     @classmethod

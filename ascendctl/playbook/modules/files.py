@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import TYPE_CHECKING, Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
@@ -22,6 +22,9 @@ from ascendctl.playbook.templating import Templar, is_template
 from ascendctl.transport.files import (
     FileChange, FileError, check_owner, normalize_mode, parse_fields, put_file,
 )
+
+if TYPE_CHECKING:
+    from ascendctl.transport import CommandResult
 
 # A copy source is sent whole on stdin and kept for the diff: configuration, scripts, small
 # assets. Larger files belong in the engine archive, the wheelhouse or the weights.
@@ -233,14 +236,24 @@ echo "changed=$changed"
 """
 
 
+def _script_fields(res: "CommandResult", path: str
+                   ) -> tuple[dict[str, str], Optional[ModuleResult]]:
+    """The fields a file script printed, and the result to return instead when it failed
+    (an error it reported, or no answer)."""
+    fields = parse_fields(res.stdout)
+    if "error" in fields:
+        return fields, ModuleResult(failed=True, msg=f"{path}: {fields['error']}")
+    if not res.ok or "changed" not in fields:
+        return fields, ModuleResult.from_command(res, changed=False)
+    return fields, None
+
+
 def _run_file_script(ctx: ModuleContext, path: str, state: str, args: Any) -> ModuleResult:
     res = ctx.run_shell(FILE_SCRIPT, [path, state, args.mode or "", args.owner or "",
                                       args.group or "", "1" if ctx.check else "0"])
-    fields = parse_fields(res.stdout)
-    if "error" in fields:
-        return ModuleResult(failed=True, msg=f"{path}: {fields['error']}")
-    if not res.ok or "changed" not in fields:
-        return ModuleResult.from_command(res, changed=False)
+    fields, failed = _script_fields(res, path)
+    if failed is not None:
+        return failed
     changed = fields["changed"] == "1"
     msg = ""
     if changed:
@@ -328,11 +341,9 @@ class SymlinkModule(Module):
     def run(self, ctx: ModuleContext, args: Any) -> ModuleResult:
         res = ctx.run_shell(SYMLINK_SCRIPT, [args.path, args.src, "1" if args.force else "0",
                                              "1" if ctx.check else "0"])
-        fields = parse_fields(res.stdout)
-        if "error" in fields:
-            return ModuleResult(failed=True, msg=f"{args.path}: {fields['error']}")
-        if not res.ok or "changed" not in fields:
-            return ModuleResult.from_command(res, changed=False)
+        fields, failed = _script_fields(res, args.path)
+        if failed is not None:
+            return failed
         changed = fields["changed"] == "1"
         before = fields.get("before") or None
         msg = ""
