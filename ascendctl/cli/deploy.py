@@ -78,8 +78,8 @@ def run_deploy_playbook(book: str | Path, inventory: Path, *, check: bool = Fals
     code, summary = deploy_verdict(run.outcome, report, run_state.failure, verb=verb,
                                    check=check)
     if as_json:
-        print_json({**report.as_dict(), "outcome": run.outcome.as_dict(), "summary": summary,
-                    "exit_code": int(code)})
+        print_json({**report.as_dict(), "outcome": run.outcome.as_dict(),
+                    "done": run.done.as_list(), "summary": summary, "exit_code": int(code)})
     else:
         style = "green" if code == 0 else "red"
         console.print(f"[{style}]{summary}[/{style}]")

@@ -1,10 +1,12 @@
 """One deploy's (or rollback's) state: a part of the playbook run's RunState.
 
 The steps of playbooks/deploy.yaml are separate tasks; what one learns the next needs:
-each node's releases and units (`release_facts`), the release this run switches to, which
-hosts the switch restarts (decided once, by `engine_stop`, from the nodes' state), which
-hosts were touched, each started unit's PID and restart count (the readiness gate's
-baseline), each host's `current` before the commit (for the rescue). A module reaches it
+each node's releases and units (`release_facts`), the release this run switches to
+(planned once), and what the switch did — which hosts it restarts (decided once, by
+`engine_stop`), which it stopped, each started unit's PID and restart count (the readiness
+gate's baseline), each host's `current` before the commit (for the rescue) — read from
+its append-only log, `done` (ascendctl/deploy/switchlog.py). The order the steps hand
+these over is declared by each step (ascendctl/deploy/handoffs.py). A module reaches it
 with `DeployRun.of(ctx)`; `ascendctl deploy` puts one in before the run (with its
 options) and reads `outcome` afterwards. Nothing here is global.
 """
@@ -22,8 +24,9 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from ascendctl.deploy.lock import ClusterLock
 from ascendctl.deploy.nodeops import ForceUnlock, NodeOps
-from ascendctl.deploy.nodestate import LockHolder, NodeState, UnitState
+from ascendctl.deploy.nodestate import LockHolder, NodeState
 from ascendctl.deploy.release import ENGINE_UNITS, SIDE_UNITS, ReleasePlan, plan_release, weights_digest
+from ascendctl.deploy.switchlog import SwitchLog
 from ascendctl.engine.kinds import identity_from_record, kind_of
 from ascendctl.engine.present import plan_engine
 from ascendctl.errors import AscendctlError
@@ -116,15 +119,8 @@ class DeployRun:
         self.log = EventLog(on_event=self.options.on_event)
         self.lock = ClusterLock(self.by, str(inv.path))
         self.wanted: Optional[str] = None       # None: the release the inventory renders
-        self.restarting: set[str] = set()       # hosts whose engines this run switches
-        self.touched: set[str] = set()          # hosts whose engines were stopped
-        self.started: dict[str, dict[str, UnitState]] = {}   # host → unit → at start
-        self.changed_units: dict[str, list[str]] = {}       # host → installed files changed
-        self.committed: dict[str, Optional[str]] = {}        # host → current before commit
+        self.done = SwitchLog()                 # what the switch did, in order
         self.group_previous: dict[str, Optional[str]] = {}   # group → what its head served
-        self.balancer_out: set[str] = set()      # groups this run took out of the balancer
-        self.not_serving: set[str] = set()       # groups whose restore failed (kept out)
-        self.settled: set[str] = set()           # hosts whose rollout batch is finished
         self.outcome.replicated = inv.replicated
         self._run_state: Optional["RunState"] = None
         self._secrets: Optional[dict[str, str]] = None
@@ -134,6 +130,38 @@ class DeployRun:
         self._engine_plan: Optional["EnginePlan"] = None
         self._target: Optional[SwitchTarget] = None
         self._lock = threading.RLock()
+
+    # -- what the switch did, read from its log ----------------------------------------------
+
+    @property
+    def restarting(self) -> frozenset[str]:
+        """Hosts whose engines this run switches."""
+        return self.done.subjects("restart")
+
+    @property
+    def touched(self) -> frozenset[str]:
+        """Hosts whose engines this run stopped."""
+        return self.done.subjects("stopped")
+
+    @property
+    def committed(self) -> dict[str, Optional[str]]:
+        """Host → what its `current` pointed at before this run committed it."""
+        return self.done.committed()
+
+    @property
+    def balancer_out(self) -> frozenset[str]:
+        """Groups this run took out of the balancer and has not put back."""
+        return self.done.out_of_balancer()
+
+    @property
+    def not_serving(self) -> frozenset[str]:
+        """Groups whose restore failed (kept out of the balancer)."""
+        return self.done.subjects("not_serving")
+
+    @property
+    def settled(self) -> frozenset[str]:
+        """Hosts whose rollout batch is finished."""
+        return self.done.subjects("settled")
 
     @classmethod
     def of(cls, ctx: ModuleContext) -> "DeployRun":

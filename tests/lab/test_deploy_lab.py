@@ -145,6 +145,15 @@ def test_a_first_deploy_serves_through_the_api_key(cluster):
     release = report["outcome"]["release_id"]
     cluster["releases"]["a"] = release
     assert current_release(cluster, "node0") == current_release(cluster, "node1") == release
+    # what the switch did, in the order it did it (`done`, the run's append-only log)
+    done = [(d["kind"], d["subject"]) for d in report["done"]]
+    for node in ("node0", "node1"):
+        assert done.index(("restart", node)) < done.index(("stopped", node)) \
+            < done.index(("units", node)) < done.index(("started", node)) \
+            < done.index(("committed", node)), done
+    assert done.index(("started", "node0")) < done.index(("started", "node1"))  # rank order
+    started = {d["subject"]: d["pid"] for d in report["done"] if d["kind"] == "started"}
+    assert started == {n: engine_pid(cluster, n) for n in ("node0", "node1")}
 
     assert complete(cluster)
     assert http_status(cluster, "/v1/models", None)[0] == 401
@@ -184,6 +193,9 @@ def test_b_second_deploy_changes_and_restarts_nothing(cluster):
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout)
     assert changed_count(report) == 0, report["recap"]
+    # nothing restarted, stopped or committed: each node's batch only finished
+    assert {(d["kind"], d["subject"]) for d in report["done"]} == \
+        {("settled", "node0"), ("settled", "node1")}
     assert report["outcome"]["release_id"] == cluster["releases"]["a"]
     assert {n: engine_pid(cluster, n) for n in ("node0", "node1")} == pids
 

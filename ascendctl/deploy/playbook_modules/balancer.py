@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import time
+from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -40,7 +41,7 @@ DRAIN_POLL_S = 0.5
 IN_FLIGHT = ("vllm:num_requests_running", "vllm:num_requests_waiting")
 
 
-def apply_site(ctx: ModuleContext, run: DeployRun, drained: set[str]) -> dict[str, Any]:
+def apply_site(ctx: ModuleContext, run: DeployRun, drained: AbstractSet[str]) -> dict[str, Any]:
     """The site with DRAINED out of the balancer, on the gateway (one remote execution)."""
     inv = ctx.inventory
     gateway = inv.gateway
@@ -161,7 +162,7 @@ class Balancer(Module):
                                 f"the balancer on {gateway.name} ({', '.join(serving)} keeps "
                                 f"serving) and wait up to {timeout:g} s for its requests")
         answer = apply_site(ctx, run, run.balancer_out | set(switching))
-        run.balancer_out.update(switching)
+        run.done.add("out", switching)
         for group in switching:
             run.log.note(f"{group} out of the balancer on {gateway.name} "
                          f"({_what_nginx_did(answer)}); {', '.join(serving)} serves",
@@ -233,7 +234,7 @@ class Balancer(Module):
         inv = ctx.inventory
         if ctx.run_state.failure is None:
             for hosts in groups.values():
-                run.settled.update(h.name for h in hosts)
+                run.done.add("settled", [h.name for h in hosts])
         out = [g for g in groups if g in run.balancer_out]
         if not out:
             if not inv.replicated:
@@ -248,7 +249,7 @@ class Balancer(Module):
         msg = ""
         if back:
             answer = apply_site(ctx, run, run.balancer_out - set(back))
-            run.balancer_out.difference_update(back)
+            run.done.add("in", back)
             msg = (f"{', '.join(back)} back in the balancer on {gateway.name} "
                    f"({_what_nginx_did(answer)})")
             run.log.note(msg, node=gateway.name)

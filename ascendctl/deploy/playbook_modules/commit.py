@@ -39,7 +39,7 @@ class ReleaseCommit(Module):
             return ModuleResult(changed=state.current != target.release_id,
                                 msg=f"would point current at {target.release_id}")
         ops = run.ops(host, ctx.conn)
-        run.committed[host.name] = state.current
+        run.done.add("committed", [host.name], previous=state.current)
         answer = ops.switch(target.release_id)
         result = ctx.run(["systemctl", "enable", "--quiet", *units])
         if not result.ok:

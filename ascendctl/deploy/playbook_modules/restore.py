@@ -18,6 +18,7 @@ from ascendctl.deploy.engines import POLL_S, StepFailed
 from ascendctl.deploy.playbook_modules.common import NoArgs, engine
 from ascendctl.deploy.playbook_modules.switch import still_up
 from ascendctl.deploy.run import DeployRun, SwitchTarget, existing_target, now
+from ascendctl.deploy.switchlog import started_record
 from ascendctl.errors import AscendctlError
 from ascendctl.inventory import Host
 from ascendctl.playbook.modules import Module, ModuleContext, ModuleResult, register_module
@@ -67,7 +68,7 @@ class ReleaseRestore(Module):
                 outcome.switched_groups.remove(group)
             if notes:
                 outcome.rollback_failed = "; ".join(notes[-2:])
-                run.not_serving.add(group)
+                run.done.add("not_serving", [group])
                 problems.append(f"restoring {back or 'the stopped state'} on {label} "
                                 f"failed: {notes[-1]}")
             elif back is not None:
@@ -75,9 +76,9 @@ class ReleaseRestore(Module):
                 outcome.restored_groups.append(group)
                 done.append(f"{label} is back on {back} and serving")
             else:
-                run.not_serving.add(group)
+                run.done.add("not_serving", [group])
                 stopped.append(label)
-            run.settled.update(h.name for h in members)
+            run.done.add("settled", [h.name for h in members])
         record_failure(ctx, run, target.release_id)
         if problems or stopped:
             outcome.currents = read_currents(ctx, run)
@@ -170,13 +171,12 @@ def bring_up(ctx: ModuleContext, run: DeployRun, hosts: list[Host], target: Swit
         if not result.ok or result.value is None:
             raise StepFailed("install the previous units", host.name, result.error or "failed")
         changed[host.name] = result.value
-    for host in hosts:
-        run.started.pop(host.name, None)
+    run.done.add("forgotten", [h.name for h in hosts])
     for host in hosts:
         for unit in target.engine_units.get(host.name, ()):
             control = engine(ctx, run, host, f"start rank {host.rank} ({unit})")
             run.log.note(f"starting {unit} on {host.name} (rank {host.rank})", node=host.name)
-            run.started.setdefault(host.name, {})[unit] = control.start(unit)
+            run.done.add("started", [host.name], **started_record(unit, control.start(unit)))
     head = min(hosts, key=lambda h: h.rank)
     control = engine(ctx, run, head, "readiness of the previous release")
     deadline = time.monotonic() + run.inv.serving.startup_timeout

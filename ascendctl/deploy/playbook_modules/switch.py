@@ -13,13 +13,17 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Optional
 
-from ascendctl.deploy.handoffs import DEPLOY_LOCK, ENGINES_READY, ENGINES_STARTED, RELEASE_ON_NODES, RESTART_DECIDED, UNITS_INSTALLED
+from ascendctl.deploy.handoffs import (
+    DEPLOY_LOCK, ENGINES_READY, ENGINES_STARTED, RELEASE_ON_NODES, RESTART_DECIDED,
+    UNITS_INSTALLED,
+)
 from ascendctl.deploy.engines import POLL_S, ProbeAnswer, StepFailed
 from ascendctl.deploy.lock import LockLost
 from ascendctl.deploy.nodestate import UnitState
 from ascendctl.deploy.playbook_modules.common import NoArgs, engine, group_result
 from ascendctl.deploy.release import ENGINE_UNITS
 from ascendctl.deploy.run import DeployRun, SwitchTarget
+from ascendctl.deploy.switchlog import started_record
 from ascendctl.inventory import Host
 from ascendctl.playbook.modules import (
     Module, ModuleContext, ModuleError, ModuleResult, register_module,
@@ -49,7 +53,7 @@ class EngineStop(Module):
         if run.already_serving(hosts):
             return ModuleResult(msg=f"{target.release_id} already serves on "
                                 f"{', '.join(names)}: nothing stopped")
-        run.restarting.update(names)
+        run.done.add("restart", names)
         running = {h.name: tuple(u for u in ENGINE_UNITS if run.state(h).unit(u).loaded)
                    for h in hosts}
         what = ", ".join(f"{n}: {' '.join(u) or '-'}" for n, u in running.items())
@@ -60,7 +64,7 @@ class EngineStop(Module):
             run.lock.verify()
         except LockLost as err:
             raise ModuleError(f"{err}: stopping before touching the engines") from None
-        run.touched.update(names)
+        run.done.add("stopped", names)
         run.outcome.engines_touched = True
         done: dict[str, ModuleResult] = {}
         try:
@@ -98,7 +102,7 @@ class ReleaseUnits(Module):
             return ModuleResult(changed=True, msg=f"would install {' '.join(units)} of "
                                 f"{target.release_id}")
         changed = run.ops(ctx.host, ctx.conn).install_units(target.release_id, units)
-        run.changed_units[ctx.host.name] = changed
+        run.done.add("units", [ctx.host.name], files=list(changed))
         return ModuleResult(changed=bool(changed), msg=(f"installed {' '.join(changed)}"
                                                         if changed else "unit files unchanged"))
 
@@ -133,7 +137,7 @@ class EngineStart(Module):
                 started[unit] = control.start(unit)
             except StepFailed as failure:
                 return ModuleResult(failed=True, msg=failure.reason)
-            run.started.setdefault(ctx.host.name, {})[unit] = started[unit]
+            run.done.add("started", [ctx.host.name], **started_record(unit, started[unit]))
         pids = ", ".join(f"{u} PID {s.main_pid}" for u, s in started.items())
         return ModuleResult(changed=True, msg=f"started {pids}")
 
@@ -149,7 +153,7 @@ def still_up(ctx: ModuleContext, run: DeployRun, hosts: list[Host], step: str, *
         control = engine(ctx, run, host, step)
         try:
             for unit in target.engine_units.get(host.name, ()):
-                control.check_still_up(unit, run.started.get(host.name, {}).get(unit))
+                control.check_still_up(unit, run.done.started(host.name).get(unit))
         except StepFailed as failure:
             return failure
         return None
@@ -266,7 +270,7 @@ class NodeServices(Module):
         if ctx.check:
             return ModuleResult(changed=True, msg=f"would start {' '.join(units)}")
         control = engine(ctx, run, ctx.host, "start the node services")
-        changed = run.changed_units.get(ctx.host.name, [])
+        changed = run.done.changed_units(ctx.host.name)
         try:
             for unit in units:
                 control.systemctl("restart" if unit in changed else "start", unit)
