@@ -26,7 +26,7 @@ from ascendctl.deploy.lock import ClusterLock
 from ascendctl.deploy.nodeops import ForceUnlock, NodeOps
 from ascendctl.deploy.nodestate import LockHolder, NodeState
 from ascendctl.deploy.release import ENGINE_UNITS, SIDE_UNITS, ReleasePlan, plan_release, weights_digest
-from ascendctl.deploy.switchlog import SwitchLog
+from ascendctl.deploy.switchlog import Subjects, SwitchLog
 from ascendctl.engine.kinds import identity_from_record, kind_of
 from ascendctl.engine.present import plan_engine
 from ascendctl.errors import AscendctlError
@@ -133,15 +133,10 @@ class DeployRun:
 
     # -- what the switch did, read from its log ----------------------------------------------
 
-    @property
-    def restarting(self) -> frozenset[str]:
-        """Hosts whose engines this run switches."""
-        return self.done.subjects("restart")
-
-    @property
-    def touched(self) -> frozenset[str]:
-        """Hosts whose engines this run stopped."""
-        return self.done.subjects("stopped")
+    restarting = Subjects("restart")        # hosts whose engines this run switches
+    touched = Subjects("stopped")           # hosts whose engines this run stopped
+    not_serving = Subjects("not_serving")   # groups whose restore failed (kept out)
+    settled = Subjects("settled")           # hosts whose rollout batch is finished
 
     @property
     def committed(self) -> dict[str, Optional[str]]:
@@ -152,16 +147,6 @@ class DeployRun:
     def balancer_out(self) -> frozenset[str]:
         """Groups this run took out of the balancer and has not put back."""
         return self.done.out_of_balancer()
-
-    @property
-    def not_serving(self) -> frozenset[str]:
-        """Groups whose restore failed (kept out of the balancer)."""
-        return self.done.subjects("not_serving")
-
-    @property
-    def settled(self) -> frozenset[str]:
-        """Hosts whose rollout batch is finished."""
-        return self.done.subjects("settled")
 
     @classmethod
     def of(cls, ctx: ModuleContext) -> "DeployRun":

@@ -105,6 +105,19 @@ class SwitchLog:
         return frozenset(out)
 
 
+class Subjects:
+    """A read-only attribute of an object with a `done` log: the subjects of its records of
+    one kind (`restarting = Subjects("restart")`)."""
+
+    def __init__(self, kind: str) -> None:
+        if kind not in KINDS:
+            raise ValueError(f"unknown switch record {kind!r}")
+        self.kind = kind
+
+    def __get__(self, owner: Any, owner_type: Any = None) -> frozenset[str]:
+        return owner.done.subjects(self.kind)
+
+
 def started_record(unit: str, state: UnitState) -> dict[str, Any]:
     """The data of a `started` record: the unit and its state (the readiness gate's
     baseline); the state itself is kept for the views, its PID and restarts shown."""

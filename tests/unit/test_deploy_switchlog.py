@@ -9,7 +9,7 @@ import threading
 import pytest
 
 from ascendctl.deploy.nodestate import UnitState
-from ascendctl.deploy.switchlog import SwitchLog, started_record
+from ascendctl.deploy.switchlog import Subjects, SwitchLog, started_record
 
 
 def unit(pid: int, restarts: int = 0) -> UnitState:
@@ -72,3 +72,20 @@ def test_an_unknown_record_is_refused_and_appends_from_threads_are_all_kept():
     for thread in threads:
         thread.join()
     assert len(log.subjects("settled")) == 800 and len(log.records()) == 800
+
+
+def test_the_runs_host_sets_are_read_only_views_of_the_log():
+    class Run:
+        restarting = Subjects("restart")
+
+        def __init__(self) -> None:
+            self.done = SwitchLog()
+
+    run = Run()
+    assert run.restarting == frozenset()
+    run.done.add("restart", ["node1"])
+    assert run.restarting == {"node1"}
+    with pytest.raises(AttributeError):
+        run.restarting.add("node0")      # type: ignore[attr-defined]
+    with pytest.raises(ValueError, match="unknown switch record 'restarts'"):
+        Subjects("restarts")
