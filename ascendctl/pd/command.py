@@ -96,7 +96,7 @@ def locate_words(words: Sequence[str], lines: Sequence[str], first: int,
     tokens: list[Token] = []
     cursor = first
     for word in words:
-        probe = word.strip().split("\n", 1)[0].strip()[:40]
+        probe = word.strip().split("\n", 1)[0].strip()[:40].rstrip()
         found = None
         if probe:
             for number in range(cursor, last + 1):

@@ -111,6 +111,23 @@ def _kv_port_range(layout: PdLayout) -> Found:
                    "configs do not)")
 
 
+@rule("pd.adt-range-other", "other listening ports clear the AscendDirectTransport range",
+      "warn", (MOONCAKE_GUIDE, QWEN35_GUIDE),
+      "The guide's reserved range [20000, 20000 + 1000 × NPUs per node) holds "
+      "AscendDirectTransport's random ports, and a fixed port inside it can lose the race "
+      "the same way kv_port does; the guide only speaks of kv_port, and its Qwen3.5 recipe "
+      "puts the API servers on 30050/30060 inside the range. The sources disagree, so this "
+      "warns.")
+def _adt_other(layout: PdLayout) -> Found:
+    for overlap in ledger.overlaps(layout):
+        if overlap.involves(ledger.OWNER_ADT) and not overlap.involves(ledger.OWNER_KV):
+            ours = overlap.second if overlap.first.owner == ledger.OWNER_ADT else overlap.first
+            adt = ledger.adt_range(layout.nodes[overlap.node].npus)
+            yield (ours.where, ours.field,
+                   f"node {overlap.node}: {ours.describe()} is inside AscendDirectTransport's "
+                   f"range {adt.start}-{adt.stop - 1}")
+
+
 @rule("pd.port-overlap", "no two owners share a port on a node", "refuse",
       (MOONCAKE_GUIDE, MOONCAKE_CONNECTOR),
       "Each P/D node occupies kv_port to kv_port + chips for Mooncake's socket listeners "

@@ -4,7 +4,7 @@ in tests/fixtures/pd/ (each file names its upstream path and tag on its first li
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from ascendctl.pd.layout import PdLayout
@@ -19,7 +19,7 @@ REFUSED = sorted((PD_FIXTURES / "upstream-refused").glob("*.yaml"))
 KV_PORT_GUIDE = PD_FIXTURES / "docs" / "mooncake-kv-port-guide.md"
 
 
-@lru_cache(maxsize=None)
+@cache
 def layout_of(path: Path) -> PdLayout:
     return load_pd_layout(path)
 
