@@ -312,14 +312,20 @@ def _npu_budget(layout: PdLayout) -> Found:
 
 # ---- kv_connector_extra_config ----
 
+# the connectors that read kv_connector_extra_config.prefill/.decode (the layerwise one
+# does not: mooncake_layerwise_connector.py reads only its tls_config from there)
+SIZED_CONNECTORS = ("MooncakeConnectorV1", "MooncakeHybridConnector")
+MOONCAKE_HYBRID_CONNECTOR = "vllm_ascend/distributed/kv_transfer/kv_p2p/mooncake_hybrid_connector.py"
+
+
 def _mooncake(node: NodeLaunch) -> bool:
-    return node.kv.connector.startswith("Mooncake")
+    return node.kv.connector in SIZED_CONNECTORS
 
 
 @rule("pd.extra-config-present", "kv_connector_extra_config names both layouts", "refuse",
-      (MOONCAKE_CONNECTOR,),
-      "The Mooncake connector asserts `tp_size` and `dp_size` in both "
-      "kv_connector_extra_config.prefill and .decode at start-up.")
+      (MOONCAKE_CONNECTOR, MOONCAKE_HYBRID_CONNECTOR),
+      "MooncakeConnectorV1 and MooncakeHybridConnector assert `tp_size` and `dp_size` in "
+      "both kv_connector_extra_config.prefill and .decode at start-up.")
 def _extra_present(layout: PdLayout) -> Found:
     for node in layout.nodes:
         if not _mooncake(node):
@@ -332,8 +338,8 @@ def _extra_present(layout: PdLayout) -> Found:
 
 
 @rule("pd.extra-config-tp-order", "prefill tp_size >= decode tp_size", "refuse",
-      (MOONCAKE_CONNECTOR,),
-      "MooncakeConnectorWorker raises \"prefill_tp_size ... must be greater than or equal "
+      (MOONCAKE_CONNECTOR, MOONCAKE_HYBRID_CONNECTOR),
+      "MooncakeConnectorV1's and MooncakeHybridConnector's workers raise \"prefill_tp_size ... must be greater than or equal "
       "to the decode_tp_size\" at start-up.")
 def _extra_tp_order(layout: PdLayout) -> Found:
     for node in layout.nodes:

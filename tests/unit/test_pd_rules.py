@@ -133,8 +133,15 @@ def m_npus(layout: PdLayout) -> Iterator[Mutation]:
                    _replace_node(layout, node.index, npus=used - 1))
 
 
+# the connectors whose workers assert the extra config's sizes (mooncake_connector.py,
+# mooncake_hybrid_connector.py; the layerwise connector never reads them)
+SIZED = ("MooncakeConnectorV1", "MooncakeHybridConnector")
+
+
 def m_extra_present(layout: PdLayout) -> Iterator[Mutation]:
     for node in layout.nodes:
+        if node.kv.connector not in SIZED:
+            continue
         yield ("pd.extra-config-present", f"node {node.index} no prefill.tp_size", layout,
                _replace_kv(layout, node.index,
                            prefill=dataclasses.replace(node.kv.prefill, tp_size=None)))
@@ -142,7 +149,7 @@ def m_extra_present(layout: PdLayout) -> Iterator[Mutation]:
 
 def m_extra_tp_order(layout: PdLayout) -> Iterator[Mutation]:
     node = layout.nodes[0]
-    if node.kv.prefill.tp_size is not None:
+    if node.kv.prefill.tp_size is not None and node.kv.connector in SIZED:
         bigger = node.kv.prefill.tp_size + 1
         yield ("pd.extra-config-tp-order", f"node 0 decode.tp_size={bigger}", layout,
                _replace_kv(layout, 0, decode=dataclasses.replace(node.kv.decode,
