@@ -393,3 +393,10 @@ def test_every_rule_cites_its_upstream_source_and_tag() -> None:
         assert entry.reason and entry.title
         if entry.severity == "warn":         # a warning says which sources disagree
             assert "disagree" in entry.reason or "ignores" in entry.reason
+
+
+def test_the_user_docs_list_every_rule_with_its_severity() -> None:
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "pd.md").read_text()
+    for entry in RULES:
+        assert re.search(rf"^\| `{re.escape(entry.id)}` \| {entry.severity} \|", docs,
+                         re.MULTILINE), entry.id
