@@ -26,6 +26,10 @@ QWEN35_GUIDE = "docs/source/tutorials/models/Qwen3.5-397B-A17B.md"
 MOONCAKE_CONNECTOR = "vllm_ascend/distributed/kv_transfer/kv_p2p/mooncake_connector.py"
 EXTERNAL_DP_HARNESS = "tests/e2e/nightly/multi_node/external_dp/scripts/external_dp_config.py"
 PLATFORM = "vllm_ascend/platform.py"
+# The launcher's constraints table ("The launcher validates only argument types and required
+# options") is on main only, after v0.25.1rc1.
+MAIN = "main (182b75ea84ff13ece27b57391331ef8935410aea)"
+LAUNCHER_TABLE = f"{MOONCAKE_GUIDE} @ {MAIN}"
 
 
 @dataclass(frozen=True)
@@ -62,7 +66,8 @@ def rule(id: str, title: str, severity: Severity, sources: tuple[str, ...], reas
                     Callable[[PdLayout], Iterable[tuple[Where, str, str]]]]:
     def register(check: Callable[[PdLayout], Iterable[tuple[Where, str, str]]]) \
             -> Callable[[PdLayout], Iterable[tuple[Where, str, str]]]:
-        RULES.append(Rule(id, title, severity, tuple(f"{s} @ {TAG}" for s in sources),
+        RULES.append(Rule(id, title, severity,
+                          tuple(s if " @ " in s else f"{s} @ {TAG}" for s in sources),
                           reason, check))
         return check
     return register
@@ -221,10 +226,10 @@ def _engine_id_p_d(layout: PdLayout) -> Found:
 # ---- data-parallel layout ----
 
 @rule("pd.dp-rank-cover", "each DP group's ranks cover [0, dp_size) once", "refuse",
-      (QWEN35_GUIDE, EXTERNAL_DP_HARNESS),
+      (QWEN35_GUIDE, EXTERNAL_DP_HARNESS, LAUNCHER_TABLE),
       "The nodes of one DP group start at distinct ranks (Qwen3.5 guide Q2: "
-      "`--data-parallel-start-rank` must not overlap) and together run ranks 0..dp_size-1; "
-      "a missing rank hangs the group at start-up, a duplicate one collides.")
+      "`--data-parallel-start-rank` must not overlap) and together run ranks 0..dp_size-1 "
+      "(the launcher table on main: \"must cover [0, dp-size) without overlap\"); a missing rank hangs the group at start-up, a duplicate one collides.")
 def _dp_rank_cover(layout: PdLayout) -> Found:
     for instance in layout.instances():
         owner: dict[int, NodeLaunch] = {}
@@ -253,9 +258,10 @@ def _ranges(numbers: list[int]) -> str:
 
 
 @rule("pd.instance-consistent", "the nodes of a DP group agree", "refuse",
-      (QWEN35_GUIDE,),
+      (QWEN35_GUIDE, LAUNCHER_TABLE),
       "One DP group has one dp_size, tp_size and DP RPC port (Qwen3.5 guide Q2: \"all nodes "
-      "use the same --data-parallel-rpc-port\"); a node that differs never joins the group.")
+      "use the same --data-parallel-rpc-port\"; the launcher table on main: dp-size and "
+      "dp-rpc-port \"identical within a DP group\"); a node that differs never joins it.")
 def _instance_consistent(layout: PdLayout) -> Found:
     for instance in layout.instances():
         master = instance.master
@@ -272,7 +278,7 @@ def _instance_consistent(layout: PdLayout) -> Found:
 
 
 @rule("pd.dp-address", "a DP group's nodes point at its first node", "refuse",
-      (QWEN35_GUIDE,),
+      (QWEN35_GUIDE, LAUNCHER_TABLE),
       "`--data-parallel-address` defines the DP control plane: \"for decode nodes, the "
       "address must point to decode node 0\" (Qwen3.5 guide, key parameters).")
 def _dp_address(layout: PdLayout) -> Found:
@@ -299,7 +305,7 @@ def _headless(layout: PdLayout) -> Found:
 
 
 @rule("pd.npu-budget", "dp_size_local × tp_size fits the node's NPUs", "refuse",
-      (EXTERNAL_DP_HARNESS,),
+      (EXTERNAL_DP_HARNESS, LAUNCHER_TABLE),
       "A node runs dp_size_local ranks of tp_size NPUs each; more than the node has cannot "
       "start (the nightly harness refuses \"node uses N NPUs, but npu_per_node is M\").")
 def _npu_budget(layout: PdLayout) -> Found:

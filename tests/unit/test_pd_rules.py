@@ -16,7 +16,7 @@ from ascendctl.pd.layout import (
 )
 from ascendctl.pd.rules import RULES, Finding, check_layout, refusals, rule_by_id
 from tests.unit.pd_corpus import (
-    CORPUS, fixture_text, kv_ports_written, layout_of, npu_per_node_written,
+    CORPUS, PD_FIXTURES, fixture_text, kv_ports_written, layout_of, npu_per_node_written,
 )
 
 Mutation = tuple[str, str, PdLayout, PdLayout]     # rule id, what changed, base, mutated
@@ -385,11 +385,22 @@ def test_mutation_is_caught_by_its_rule_only(mutation: Mutation) -> None:
                         str(finding)), str(finding)
 
 
+def test_the_launcher_table_on_main_is_quoted_as_it_reads() -> None:
+    table = (PD_FIXTURES / "docs" / "mooncake-launcher-constraints-main.md").read_text()
+    assert "The launcher validates only argument types and required options" in table
+    for rule_id, quoted in (("pd.dp-rank-cover", "without overlap"),
+                            ("pd.instance-consistent", "identical within a DP group")):
+        assert quoted in table and quoted in rule_by_id(rule_id).reason
+    assert "`dp-size-local * tp-size` must not exceed available NPUs" in table
+    assert any("main (" in s for s in rule_by_id("pd.npu-budget").sources)
+
+
 def test_every_rule_cites_its_upstream_source_and_tag() -> None:
     for entry in RULES:
         assert re.fullmatch(r"pd\.[a-z0-9-]+", entry.id)
         assert entry.severity in ("refuse", "warn")
-        assert entry.sources and all(s.endswith("@ v0.25.1rc1") for s in entry.sources)
+        assert entry.sources and all(
+            re.search(r" @ (v0\.25\.1rc1|main \([0-9a-f]{40}\))$", s) for s in entry.sources)
         assert entry.reason and entry.title
         if entry.severity == "warn":         # a warning says which sources disagree
             assert "disagree" in entry.reason or "ignores" in entry.reason

@@ -15,7 +15,8 @@ from ascendctl.errors import InputError
 from ascendctl.pd.upstream import MAX_NODES, MAX_PD_FILE_BYTES, load_pd_layout
 from tests.unit.pd_corpus import CORPUS, PD_FIXTURES, REFUSED, fixture_text, layout_of
 
-SOURCE_LINE = re.compile(r"# source: vllm-project/vllm-ascend (\S+) @ v0\.25\.1rc1 \([0-9a-f]{40}\)")
+SOURCE_LINE = re.compile(r"# source: vllm-project/vllm-ascend (\S+) @ (v0\.25\.1rc1|main) "
+                         r"\([0-9a-f]{40}\)")
 
 
 @pytest.mark.parametrize("path", sorted(PD_FIXTURES.glob("*/*")), ids=lambda p: p.name)
