@@ -25,7 +25,8 @@ LAYERWISE_CONNECTOR = "MooncakeLayerwiseConnector"
 PROXY_P_FIRST = "load_balance_proxy_server_example.py"
 PROXY_D_FIRST = "load_balance_proxy_layerwise_server_example.py"
 
-# Hybrid (Mamba-style linear attention) model families the Mooncake PD guide names.
+# Hybrid Mamba models: the Mooncake PD guide names Qwen-Next and Qwen3.5; the Qwen3.5-27B /
+# Qwen3.6-27B tutorial calls both families "hybrid Mamba-Transformer".
 _HYBRID_MODEL = re.compile(r"qwen3[._-]?5|qwen3[._-]?6|qwen3[._-]?next", re.IGNORECASE)
 
 

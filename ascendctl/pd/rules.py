@@ -229,7 +229,8 @@ def _engine_id_p_d(layout: PdLayout) -> Found:
       (QWEN35_GUIDE, EXTERNAL_DP_HARNESS, LAUNCHER_TABLE),
       "The nodes of one DP group start at distinct ranks (Qwen3.5 guide Q2: "
       "`--data-parallel-start-rank` must not overlap) and together run ranks 0..dp_size-1 "
-      "(the launcher table on main: \"must cover [0, dp-size) without overlap\"); a missing rank hangs the group at start-up, a duplicate one collides.")
+      "(the launcher table on main: \"must cover [0, dp-size) without overlap\"); a missing "
+      "rank hangs the group at start-up, a duplicate one collides.")
 def _dp_rank_cover(layout: PdLayout) -> Found:
     for instance in layout.instances():
         owner: dict[int, NodeLaunch] = {}
@@ -321,7 +322,8 @@ def _npu_budget(layout: PdLayout) -> Found:
 # the connectors that read kv_connector_extra_config.prefill/.decode (the layerwise one
 # does not: mooncake_layerwise_connector.py reads only its tls_config from there)
 SIZED_CONNECTORS = ("MooncakeConnectorV1", "MooncakeHybridConnector")
-MOONCAKE_HYBRID_CONNECTOR = "vllm_ascend/distributed/kv_transfer/kv_p2p/mooncake_hybrid_connector.py"
+MOONCAKE_HYBRID_CONNECTOR = \
+    "vllm_ascend/distributed/kv_transfer/kv_p2p/mooncake_hybrid_connector.py"
 
 
 def _mooncake(node: NodeLaunch) -> bool:
@@ -345,7 +347,8 @@ def _extra_present(layout: PdLayout) -> Found:
 
 @rule("pd.extra-config-tp-order", "prefill tp_size >= decode tp_size", "refuse",
       (MOONCAKE_CONNECTOR, MOONCAKE_HYBRID_CONNECTOR),
-      "MooncakeConnectorV1's and MooncakeHybridConnector's workers raise \"prefill_tp_size ... must be greater than or equal "
+      "MooncakeConnectorV1's and MooncakeHybridConnector's workers raise "
+      "\"prefill_tp_size ... must be greater than or equal "
       "to the decode_tp_size\" at start-up.")
 def _extra_tp_order(layout: PdLayout) -> Found:
     for node in layout.nodes:
@@ -419,8 +422,9 @@ def _spec(node: NodeLaunch) -> int:
 
 
 @rule("pd.spec-tokens-hybrid", "hybrid models: equal num_speculative_tokens on P and D",
-      "refuse", (MOONCAKE_GUIDE,),
-      "For hybrid Mamba models (Qwen-Next, Qwen3.5) num_speculative_tokens must be equal on "
+      "refuse", (MOONCAKE_GUIDE, "docs/source/tutorials/models/Qwen3.5-27B-Qwen3.6-27B.md"),
+      "For hybrid Mamba models (Qwen-Next, Qwen3.5; Qwen3.6 is the same hybrid design) "
+      "num_speculative_tokens must be equal on "
       "P and D nodes (the guide's note on speculative decoding): the transferred state is "
       "sized by it.")
 def _spec_hybrid(layout: PdLayout) -> Found:

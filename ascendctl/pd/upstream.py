@@ -160,10 +160,12 @@ class _NodeInput:
     external_dp: bool
     resolve_address: Callable[[str], int | None]
     path: YamlPath
+    npus_where: Where | None = None
 
 
 def _build_node(reader: _Reader, spec: _NodeInput) -> NodeLaunch:
-    where: dict[str, Where] = {"node": reader.where(spec.path), "npus": spec.command_where}
+    where: dict[str, Where] = {"node": reader.where(spec.path),
+                               "npus": spec.npus_where or reader.where(("npu_per_node",))}
     fields: dict[str, Any] = {}
     cmd = spec.command
     for flag, line in cmd.missing.items():
@@ -390,6 +392,13 @@ def _block_end(reader: _Reader, path: YamlPath, siblings: int, index: int) -> in
     return len(reader.lines)
 
 
+def _first_line_with(reader: _Reader, needle: str, first: int | None, last: int) -> int | None:
+    for number in range(first or 1, min(last, len(reader.lines)) + 1):
+        if needle in reader.lines[number - 1]:
+            return number
+    return first
+
+
 def _npus(reader: _Reader, root: dict[str, Any]) -> int:
     if "npu_per_node" not in root:
         raise reader.fail((), "npu_per_node is missing")
@@ -589,6 +598,10 @@ class _Recipe:
                 params = self._launch(entry["launch"], path + ("launch",))
             same_role = [i for i, (e, _) in enumerate(scripts) if e["role"] == entry["role"]]
             node_npus = self._visible_devices(script, npus)
+            npus_where = None
+            if _VISIBLE.search(script):
+                npus_where = Where(reader.file, _first_line_with(
+                    reader, "ASCEND_RT_VISIBLE_DEVICES=", first, last))
 
             def resolve(text: str, own: int = index, first_of_role: int = same_role[0]) \
                     -> int | None:
@@ -603,7 +616,8 @@ class _Recipe:
             nodes.append(_build_node(reader, _NodeInput(
                 index=index, role=role, npus=node_npus, command=parse_serve(words),
                 command_where=reader.where(path + ("script",)), params=params,
-                external_dp="launch" in entry, resolve_address=resolve, path=path)))
+                external_dp="launch" in entry, resolve_address=resolve, path=path,
+                npus_where=npus_where)))
         return _layout(reader, root, nodes, self._proxy())
 
     def _visible_devices(self, script: str, default: int) -> int:
@@ -619,6 +633,9 @@ class _Recipe:
         for position, word in enumerate(words[:-1]):
             if word in LAUNCH_FIELDS:
                 params[LAUNCH_FIELDS[word]] = Value(words[position + 1], at)
+        # launch_online_dp.py: --dp-size-local -1 (its default) means dp-size
+        if params.get("dp_size_local", Value("-1", at)).raw == "-1" and "dp_size" in params:
+            params["dp_size_local"] = Value(params["dp_size"].raw, at)
         return params
 
     def _proxy(self) -> ProxySpec | None:

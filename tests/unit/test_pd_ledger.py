@@ -65,7 +65,9 @@ def test_external_dp_api_ports_are_port_start_per_local_rank(path: Path) -> None
 
 def test_recipe_proxy_port_is_on_its_node() -> None:
     path = next(p for p in CORPUS if p.name == "qwen3.5-397b-a17b-pd.yaml")
-    port = int(re.search(r"--port (\d+)\s*$", fixture_text(path).strip()).group(1))  # type: ignore[union-attr]
+    written = re.search(r"--port (\d+)\s*$", fixture_text(path).strip())
+    assert written
+    port = int(written.group(1))
     layout = layout_of(path)
     uses = ledger.node_ledger(layout, layout.nodes[0])
     assert [u.ports for u in uses if u.owner == ledger.OWNER_PROXY] == [range(port, port + 1)]

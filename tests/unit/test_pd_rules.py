@@ -30,7 +30,8 @@ def _replace_node(layout: PdLayout, index: int, **changes: object) -> PdLayout:
 
 def _replace_kv(layout: PdLayout, index: int, **changes: object) -> PdLayout:
     node = layout.nodes[index]
-    return _replace_node(layout, index, kv=dataclasses.replace(node.kv, **changes))  # type: ignore[arg-type]
+    kv = dataclasses.replace(node.kv, **changes)  # type: ignore[arg-type]
+    return _replace_node(layout, index, kv=kv)
 
 
 def _groups(layout: PdLayout) -> list[list[NodeLaunch]]:
@@ -275,8 +276,8 @@ def m_tls(layout: PdLayout) -> Iterator[Mutation]:
 MUTATORS: list[Callable[[PdLayout], Iterator[Mutation]]] = [
     m_kv_role, m_connector, m_engine_id_p_d, m_engine_id_unique, m_dp_rank, m_instance,
     m_dp_address, m_headless, m_npus, m_extra_present, m_extra_tp_order, m_extra_layout,
-    m_port_overlap, m_port_range, m_kv_port_range, m_api_in_adt, m_prefix, m_recompute, m_spec, m_proxy,
-    m_hccn, m_tls,
+    m_port_overlap, m_port_range, m_kv_port_range, m_api_in_adt, m_prefix, m_recompute,
+    m_spec, m_proxy, m_hccn, m_tls,
 ]
 
 

@@ -254,3 +254,56 @@ def test_role_not_prefill_or_decode(tmp_path: Path) -> None:
     path.write_text(fixture_text(source).replace("role: decode", "role: docode", 1))
     assert _refused(path) == (f"{path}:{_line_of(path, 'role: docode')}: nodes[1].role: "
                               "must be prefill or decode, not 'docode'")
+
+
+def test_an_unmodified_upstream_file_with_merge_keys_is_refused_clearly(tmp_path: Path) -> None:
+    """Upstream writes `envs: {<<: *env_common}`; the fixtures drop those lines."""
+    path = _variant(tmp_path, "    envs:\n", "    envs:\n      <<: *env_common\n")
+    assert _refused(path) == (f"{path}:{_line_of(path, '<<: *env_common')}: YAML merge keys "
+                              "(<<) are not supported")
+
+
+def test_deployment_item_not_a_mapping(tmp_path: Path) -> None:
+    path = tmp_path / "variant.yaml"
+    path.write_text("model: x\nnpu_per_node: 16\ndisaggregated_prefill:\n"
+                    "  prefiller_host_index: [0]\n  decoder_host_index: [1]\n"
+                    "deployment:\n  - just text\n  - more\n")
+    assert _refused(path) == (f"{path}:7: deployment[0]: must be a mapping, not 'just text'")
+
+
+def test_external_node_without_a_template(tmp_path: Path) -> None:
+    source = PD_FIXTURES / "upstream" / "weekly-Qwen-3.5-397B-A17B-W8A8-PD.yaml"
+    text = fixture_text(source)
+    head, rest = text.split("templates:\n", 1)
+    path = tmp_path / "variant.yaml"
+    path.write_text(head + "templates:\n" + rest.replace("  - node_index: 2\n",
+                                                         "  - node_index: 1\n", 1))
+    # `- node_index: 1` is config[1], templates[1], then the changed templates[2]
+    assert _refused(path) == (f"{path}:{_line_of(path, '  - node_index: 1', 3)}: "
+                              "templates[2].node_index: node 1 has two templates")
+
+
+def test_extra_config_side_not_an_object(tmp_path: Path) -> None:
+    text = fixture_text(BASE)
+    start = text.index('"decode": {', text.index('"kv_role": "kv_consumer"'))
+    end = text.index("}", start) + 1
+    path = tmp_path / "variant.yaml"
+    path.write_text(text[:start] + '"decode": [4, 4]' + text[end:])
+    line = _line_of(path, '"decode": [4, 4]')
+    assert _refused(path) == (
+        f"{path}:{line}: "
+        "deployment[1].kv_transfer_config.kv_connector_extra_config.decode: must be a JSON "
+        "object, not a list of 2 items")
+
+
+def test_duplicate_key(tmp_path: Path) -> None:
+    path = _variant(tmp_path, "npu_per_node: 16", "npu_per_node: 16\nnpu_per_node: 8")
+    assert _refused(path) == (f"{path}:{_line_of(path, 'npu_per_node: 8')}: npu_per_node: "
+                              f"duplicate key 'npu_per_node' (first defined on line "
+                              f"{_line_of(path, 'npu_per_node: 16')})")
+
+
+def test_not_utf8(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes(b"model: \xe9\n")
+    assert _refused(path) == f"{path}: not UTF-8 text (byte 7)"
