@@ -168,7 +168,8 @@ def _build_node(reader: _Reader, spec: _NodeInput) -> NodeLaunch:
                                "npus": spec.npus_where or reader.where(("npu_per_node",))}
     fields: dict[str, Any] = {}
     cmd = spec.command
-    for flag, line in cmd.missing.items():
+    if cmd.missing:
+        flag, line = next(iter(cmd.missing.items()))
         raise reader.fail(spec.path, f"{flag} has no value (the next word is a flag or the "
                                      "end): vLLM's argument parser refuses the command", line)
 
@@ -208,8 +209,8 @@ def _build_node(reader: _Reader, spec: _NodeInput) -> NodeLaunch:
     dp_address = None
     dp_master = None
     if "dp_address" in fields:
-        dp_address = reader.text(str(fields["dp_address"][0]), spec.path + ("dp_address",))
-        where["dp_address"] = fields["dp_address"][1]
+        raw, where["dp_address"] = fields["dp_address"]
+        dp_address = reader.text(raw, spec.path + ("dp_address",))
         dp_master = spec.resolve_address(dp_address)
 
     kv = _kv_transfer(reader, cmd, spec, where)
