@@ -151,11 +151,25 @@ class PdPart:
 
 
 @dataclass(frozen=True)
+class ProxyBackend:
+    """One `--prefiller-hosts`/`--decoder-hosts` entry with its port; `node`: the node the
+    host resolves to (None: not resolvable)."""
+
+    role: Role
+    host: str
+    port: int
+    node: int | None
+    where: Where
+
+
+@dataclass(frozen=True)
 class ProxySpec:
     node: int
     port: int | None
     script: str
     where: Where
+    # as written in a recipe's proxy command; empty where a harness builds the list itself
+    backends: tuple[ProxyBackend, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -485,6 +485,53 @@ def _proxy_layerwise(layout: PdLayout) -> Found:
                                      f"pairs it with {PROXY_D_FIRST}")
 
 
+PROXY_SCRIPT = "examples/disaggregated_prefill_v1/load_balance_proxy_server_example.py"
+INTERNAL_DP_HARNESS = "tests/e2e/nightly/multi_node/internal_dp/scripts/multi_node_config.py"
+
+
+def _api_ports(node: NodeLaunch) -> range:
+    if node.api_port is None or node.headless:
+        return range(0)
+    return range(node.api_port, node.api_port + node.api_servers)
+
+
+@rule("pd.proxy-backends", "the proxy's backends are API servers of their side", "refuse",
+      (MOONCAKE_GUIDE, LAUNCHER_TABLE, PROXY_SCRIPT),
+      "The proxy sends prefill work to --prefiller-hosts/--prefiller-ports and decode work "
+      "to --decoder-hosts/--decoder-ports; the API ports \"must match the proxy "
+      "configuration\" (the launcher table on main). A backend no server of that side "
+      "listens on loses every request routed to it.")
+def _proxy_backends(layout: PdLayout) -> Found:
+    proxy = layout.proxy
+    for backend in proxy.backends if proxy else ():
+        if backend.node is None:
+            continue
+        node = layout.nodes[backend.node]
+        if node.headless:
+            continue                  # pd.proxy-backend-headless
+        if node.role != backend.role or backend.port not in _api_ports(node):
+            served = _api_ports(node)
+            yield (backend.where, "proxy",
+                   f"{backend.role} backend {backend.host}:{backend.port} is node "
+                   f"{node.index} ({node.role}), whose API servers listen on "
+                   f"{served.start}-{served.stop - 1} ({node.at('api_port')})")
+
+
+@rule("pd.proxy-backend-headless", "the proxy does not list headless nodes", "warn",
+      (QWEN35_GUIDE, INTERNAL_DP_HARNESS),
+      "A --headless node runs no API server; the nightly harness leaves headless nodes out "
+      "of the proxy's host lists, but the Qwen3.5 recipe (§5.4.4) lists its headless decode "
+      "node 1 (141.xx.xx.3:30050). The sources disagree, so this warns (the proxy retries "
+      "elsewhere, at a cost).")
+def _proxy_headless(layout: PdLayout) -> Found:
+    proxy = layout.proxy
+    for backend in proxy.backends if proxy else ():
+        if backend.node is not None and layout.nodes[backend.node].headless:
+            yield (backend.where, "proxy",
+                   f"{backend.role} backend {backend.host}:{backend.port} is node "
+                   f"{backend.node}, which runs --headless (no API server)")
+
+
 # ---- host facts ----
 
 @rule("pd.hccn-conf", "hccn.conf is mounted into the container", "refuse", (MOONCAKE_GUIDE,),

@@ -30,7 +30,8 @@ from ascendctl.pd.command import (
     ServeCommand, Token, locate_words, parse_serve, placeholder, split_command,
 )
 from ascendctl.pd.layout import (
-    PROXY_P_FIRST, ExtraLayout, KvTransfer, NodeLaunch, PdLayout, ProxySpec, Role, Where,
+    PROXY_P_FIRST, ExtraLayout, KvTransfer, NodeLaunch, PdLayout, ProxyBackend, ProxySpec, Role,
+    Where,
 )
 
 MAX_PD_FILE_BYTES = 1 << 20
@@ -393,6 +394,18 @@ def _block_end(reader: _Reader, path: YamlPath, siblings: int, index: int) -> in
     return len(reader.lines)
 
 
+def _option_list(words: list[str], option: str) -> list[str]:
+    """The words after OPTION up to the next option (argparse `nargs="+"`)."""
+    if option not in words:
+        return []
+    values = []
+    for word in words[words.index(option) + 1:]:
+        if word.startswith("--"):
+            break
+        values.append(word)
+    return values
+
+
 def _first_line_with(reader: _Reader, needle: str, first: int | None, last: int) -> int | None:
     for number in range(first or 1, min(last, len(reader.lines)) + 1):
         if needle in reader.lines[number - 1]:
@@ -619,7 +632,8 @@ class _Recipe:
                 command_where=reader.where(path + ("script",)), params=params,
                 external_dp="launch" in entry, resolve_address=resolve, path=path,
                 npus_where=npus_where)))
-        return _layout(reader, root, nodes, self._proxy())
+        roles: list[Role] = [n.role for n in nodes]
+        return _layout(reader, root, nodes, self._proxy(roles, own_ip))
 
     def _visible_devices(self, script: str, default: int) -> int:
         match = _VISIBLE.search(script)
@@ -639,7 +653,7 @@ class _Recipe:
             params["dp_size_local"] = Value(params["dp_size"].raw, at)
         return params
 
-    def _proxy(self) -> ProxySpec | None:
+    def _proxy(self, roles: list[Role], own_ip: dict[str, int]) -> ProxySpec | None:
         reader, root = self.reader, self.root
         if "proxy" not in root:
             return None
@@ -656,4 +670,33 @@ class _Recipe:
             port = reader.integer(words[words.index("--port") + 1], ("proxy", "command"),
                                   minimum=1)
         node = reader.integer(entry.get("node", 0), ("proxy", "node"), maximum=MAX_NODES)
-        return ProxySpec(node=node, port=port, script=os.path.basename(scripts[0]), where=at)
+        backends: list[ProxyBackend] = []
+        sides: tuple[tuple[Role, str], ...] = (("prefill", "prefiller"), ("decode", "decoder"))
+        for role, side in sides:
+            backends += self._backends(words, role, side, roles, own_ip, at)
+        return ProxySpec(node=node, port=port, script=os.path.basename(scripts[0]), where=at,
+                         backends=tuple(backends))
+
+    def _backends(self, words: list[str], role: Role, side: str, roles: list[Role],
+                  own_ip: dict[str, int], at: Where) -> list[ProxyBackend]:
+        """`--<side>-hosts` zipped with `--<side>-ports` (the proxy refuses unequal counts).
+        A host is the node whose script sets it as local_ip; hosts that are placeholders
+        (`141.xx.xx.2`) are the side's nodes in order when there are as many of them."""
+        reader = self.reader
+        hosts = _option_list(words, f"--{side}-hosts")
+        ports = _option_list(words, f"--{side}-ports")
+        if len(hosts) != len(ports):
+            raise reader.fail(("proxy", "command"), f"{len(hosts)} {side} hosts but "
+                                                    f"{len(ports)} ports: the proxy refuses "
+                                                    "that", at.line)
+        line = _first_line_with(reader, f"--{side}-ports", at.line,
+                                at.line + 400 if at.line else 1)
+        side_nodes = [i for i, r in enumerate(roles) if r == role]
+        distinct = list(dict.fromkeys(h for h in hosts if h not in own_ip))
+        by_order = dict(zip(distinct, side_nodes)) if len(distinct) == len(side_nodes) else {}
+        return [ProxyBackend(role=role, host=host,
+                             port=reader.integer(port, ("proxy", "command"), minimum=1,
+                                                 line=line),
+                             node=own_ip.get(host, by_order.get(host)),
+                             where=Where(reader.file, line))
+                for host, port in zip(hosts, ports)]

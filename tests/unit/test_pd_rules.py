@@ -201,10 +201,16 @@ def m_kv_port_range(layout: PdLayout) -> Iterator[Mutation]:
                    _replace_kv(layout, node.index, kv_port=kv_port))
 
 
+def _proxied(layout: PdLayout) -> set[int | None]:
+    """Nodes a recipe's proxy command lists: moving their API port breaks that list too."""
+    return {b.node for b in layout.proxy.backends} if layout.proxy else set()
+
+
 def m_api_in_adt(layout: PdLayout) -> Iterator[Mutation]:
     for node in layout.nodes:
         # the guide's reserved range starts at 20000; 21000 is inside it for any NPU count
-        if node.api_port is not None and node.api_port != 21000:
+        if node.api_port is not None and node.api_port != 21000 and \
+                node.index not in _proxied(layout):
             yield ("pd.adt-range-other", f"node {node.index} api_port=21000", layout,
                    _replace_node(layout, node.index, api_port=21000))
 
@@ -255,6 +261,32 @@ def m_proxy(layout: PdLayout) -> Iterator[Mutation]:
                                                                      script=PROXY_D_FIRST)))
 
 
+def m_proxy_backends(layout: PdLayout) -> Iterator[Mutation]:
+    proxy = layout.proxy
+    if proxy is None:
+        return
+    for position, backend in enumerate(proxy.backends):
+        if backend.node is None:
+            continue
+        node = layout.nodes[backend.node]
+        if node.api_port is None or node.headless:
+            continue
+        # one past the node's API servers (external DP: port_start + dp_size_local)
+        unserved = node.api_port + node.api_servers
+        backends = list(proxy.backends)
+        backends[position] = dataclasses.replace(backend, port=unserved)
+        yield ("pd.proxy-backends", f"backend {position} port={unserved}", layout,
+               dataclasses.replace(layout, proxy=dataclasses.replace(
+                   proxy, backends=tuple(backends))))
+        break
+    listed = {b.node for b in proxy.backends}
+    for node in layout.nodes:
+        if node.index in listed and not node.headless and node.role == "decode":
+            yield ("pd.proxy-backend-headless", f"node {node.index} --headless", layout,
+                   _replace_node(layout, node.index, headless=True))
+            return
+
+
 def m_hccn(layout: PdLayout) -> Iterator[Mutation]:
     mounted = layout
     for node in layout.nodes:
@@ -277,7 +309,7 @@ MUTATORS: list[Callable[[PdLayout], Iterator[Mutation]]] = [
     m_kv_role, m_connector, m_engine_id_p_d, m_engine_id_unique, m_dp_rank, m_instance,
     m_dp_address, m_headless, m_npus, m_extra_present, m_extra_tp_order, m_extra_layout,
     m_port_overlap, m_port_range, m_kv_port_range, m_api_in_adt, m_prefix, m_recompute,
-    m_spec, m_proxy, m_hccn, m_tls,
+    m_spec, m_proxy, m_proxy_backends, m_hccn, m_tls,
 ]
 
 
@@ -354,7 +386,12 @@ def test_the_qwen35_recipe_kv_port_23010_is_the_documented_contradiction() -> No
     # and its API ports 30060 / 30050 (from the recipe's --port lines) sit in the range too
     ports = [int(p) for p in re.findall(r"--port (\d+) ", fixture_text(path))]
     assert sorted(ports) == [30050, 30050, 30060]
-    assert sorted(f.rule for f in findings) == ["pd.adt-range-other"] * 3 + ["pd.kv-port-range"]
+    # and §5.4.4's proxy lists decode node 1 (141.xx.xx.3), whose run_d1.sh is --headless
+    text = fixture_text(path)
+    assert "--decoder-hosts 141.xx.xx.2 141.xx.xx.3" in text
+    assert text.count("--headless") == 1
+    assert sorted(f.rule for f in findings) == ["pd.adt-range-other"] * 3 + [
+        "pd.kv-port-range", "pd.proxy-backend-headless"]
     line = kv[0].where.line
     assert line is not None and '"kv_port": "23010"' in fixture_text(path).splitlines()[line - 1]
     reason = rule_by_id("pd.kv-port-range").reason

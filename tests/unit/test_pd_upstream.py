@@ -307,3 +307,29 @@ def test_not_utf8(tmp_path: Path) -> None:
     path = tmp_path / "latin1.yaml"
     path.write_bytes(b"model: \xe9\n")
     assert _refused(path) == f"{path}: not UTF-8 text (byte 7)"
+
+
+def test_recipe_proxy_backends_are_read_as_written() -> None:
+    path = next(p for p in CORPUS if p.name == "mooncake-multi-node-layerwise.yaml")
+    text = fixture_text(path)
+    proxy = layout_of(path).proxy
+    assert proxy is not None
+    for role, side in (("prefill", "prefiller"), ("decode", "decoder")):
+        written = re.search(rf"--{side}-ports\s*\\?\s*((?:\d+\s*\\?\s*)+)", text)
+        assert written
+        ports = [int(p) for p in re.findall(r"\d+", written.group(1))]
+        assert [b.port for b in proxy.backends if b.role == role] == ports
+        line = text.splitlines()[proxy.backends[0 if role == "prefill" else -1].where.line - 1]
+        assert f"--{side}-ports" in line
+    # every backend host is a node's local_ip: prefill 192.0.0.1/.2, decode .3/.4
+    nodes = {b.host: b.node for b in proxy.backends}
+    assert nodes == {"192.0.0.1": 0, "192.0.0.2": 1, "192.0.0.3": 2, "192.0.0.4": 3}
+
+
+def test_proxy_hosts_and_ports_of_unequal_length(tmp_path: Path) -> None:
+    source = PD_FIXTURES / "recipes" / "qwen3.5-397b-a17b-pd.yaml"
+    path = tmp_path / "recipe.yaml"
+    path.write_text(fixture_text(source).replace("--decoder-ports 30050 30050",
+                                                 "--decoder-ports 30050"))
+    assert _refused(path) == (f"{path}:{_line_of(path, 'command: |')}: proxy.command: 2 "
+                              "decoder hosts but 1 ports: the proxy refuses that")
