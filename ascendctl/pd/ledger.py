@@ -41,10 +41,11 @@ class PortUse:
     # conflict, two reserved ranges never are
     reserved: bool = False
 
-    def describe(self) -> str:
+    def describe(self, *, located: bool = True) -> str:
         span = (f"port {self.ports.start}" if len(self.ports) == 1 else
                 f"ports {self.ports.start}-{self.ports.stop - 1}")
-        return f"{self.owner} ({span}, {self.where}: {self.field})"
+        return f"{self.owner} ({span}, {self.where}: {self.field})" if located else \
+            f"{self.owner} ({span})"
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,7 @@ def adt_range(npus: int) -> range:
 
 def node_ledger(layout: PdLayout, node: NodeLaunch) -> list[PortUse]:
     uses: list[PortUse] = []
-    if node.api_port is not None:
+    if node.api_port is not None and not node.headless:      # --headless: no API server
         uses.append(PortUse(OWNER_API, range(node.api_port, node.api_port + node.api_servers),
                             node.at("api_port"), "--port"))
     if node.dp_rpc_port is not None and _is_dp_master(layout, node):
@@ -72,7 +73,7 @@ def node_ledger(layout: PdLayout, node: NodeLaunch) -> list[PortUse]:
                             node.at("dp_rpc_port"), "--data-parallel-rpc-port"))
     uses.append(PortUse(OWNER_KV, node.kv_ports, node.at("kv_port"),
                         "kv_transfer_config.kv_port"))
-    uses.append(PortUse(OWNER_ADT, adt_range(node.npus), node.at("npus"), "npu_per_node",
+    uses.append(PortUse(OWNER_ADT, adt_range(node.npus), node.at("npus"), "NPUs per node",
                         reserved=True))
     if layout.exporter_port is not None:
         uses.append(PortUse(OWNER_EXPORTER, range(layout.exporter_port, layout.exporter_port + 1),

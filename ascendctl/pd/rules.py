@@ -129,7 +129,8 @@ def _adt_other(layout: PdLayout) -> Found:
             ours = overlap.second if overlap.first.owner == ledger.OWNER_ADT else overlap.first
             adt = ledger.adt_range(layout.nodes[overlap.node].npus)
             yield (ours.where, ours.field,
-                   f"node {overlap.node}: {ours.describe()} is inside AscendDirectTransport's "
+                   f"node {overlap.node}: {ours.describe(located=False)} is inside "
+                   "AscendDirectTransport's "
                    f"range {adt.start}-{adt.stop - 1}")
 
 

@@ -109,3 +109,13 @@ def test_a_kv_span_past_65535_is_out_of_range() -> None:
     mutated = dataclasses.replace(layout, nodes=(dataclasses.replace(
         node, kv=dataclasses.replace(node.kv, kv_port=65530)),) + layout.nodes[1:])
     assert [(i, u.owner) for i, u in ledger.out_of_range(mutated)] == [(0, ledger.OWNER_KV)]
+
+
+@pytest.mark.parametrize("path", [p for p in CORPUS if "--headless" in fixture_text(p)],
+                         ids=lambda p: p.name)
+def test_a_headless_node_holds_no_api_port(path: Path) -> None:
+    """`--headless` runs no API server: as many nodes without one as the file says."""
+    layout = layout_of(path)
+    without = [n for n in layout.nodes
+               if not any(u.owner == ledger.OWNER_API for u in ledger.node_ledger(layout, n))]
+    assert len(without) == fixture_text(path).count("--headless")
