@@ -18,7 +18,7 @@ from ascendctl.errors import AscendctlError
 from ascendctl.exitcodes import EXIT_CODES_HELP, Exit
 
 COMMAND_MODULES: tuple[str, ...] = (
-    "inventory", "preflight", "plan", "deploy", "status", "events", "bench", "doctor",
+    "inventory", "preflight", "plan", "pd", "deploy", "status", "events", "bench", "doctor",
     "render", "play", "weights", "engine", "lab", "demo",
 )
 
@@ -27,7 +27,7 @@ JOB_ORDER: tuple[str, ...] = (
     "inventory", "preflight", "plan", "deploy", "status", "rollback", "history", "events",
     "bench", "doctor",
 )
-TOOL_ORDER: tuple[str, ...] = ("facts", "render", "play", "weights", "engine", "lab", "demo")
+TOOL_ORDER: tuple[str, ...] = ("facts", "pd", "render", "play", "weights", "engine", "lab", "demo")
 
 
 class JobOrderGroup(TyperGroup):

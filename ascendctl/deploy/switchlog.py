@@ -11,7 +11,7 @@ is read back from the log, never from a set some step mutates. `deploy --json` s
     units        host   the release's unit files were installed (`files`: those changed)
     started      host   one of its units started and came up (`unit`, `pid`, `restarts`)
     forgotten    host   the units started so far no longer count (the rescue restarts it)
-    committed    host   `current` moved to the release (`previous`: what it pointed at)
+    committed    host   `current` set to the release (`previous`: what it pointed at)
     out          group  taken out of the gateway's balancer
     in           group  put back in
     not_serving  group  its restore failed: it stays out

@@ -106,6 +106,8 @@ def invocations(s) -> dict[str, list[str]]:
         "weights push": ["weights", "push", "-i", inv],
         "weights verify": ["weights", "verify", "-i", inv],
         "weights link": ["weights", "link", "-i", inv, "--dest", str(tmp / "link")],
+        "pd check": ["pd", "check", str(ROOT / "tests/fixtures/pd/recipes/"
+                                        "mooncake-multi-node-layerwise.yaml")],
     }
 
 
