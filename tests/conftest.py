@@ -78,23 +78,92 @@ def lab(lab_factory):
     return lab_factory(2)
 
 
+GANG_ATTR = "_ascendctl_gang_lab"
+
+
+@pytest.fixture(scope="module")
+def gang(request, tmp_path_factory):
+    """The engine suite's shared 2-node lab (the real vLLM engine on the nodes): one lab
+    for every module that asks for it, handed from module to module in the order they run
+    (each names the one before it in `SHARES_DEPLOYMENT_OF`), each leaving the deployment
+    as its docstring says; taken down after the last module that uses it. A dict:
+    `lab`, `dir` (this machine's directory for its inventories), and what the modules
+    keep there (`inv`: the inventory deployed last)."""
+    state = getattr(request.config, GANG_ATTR, None)
+    if state is None:
+        require_lab()
+        from ascendctl_lab import Lab
+
+        lab = Lab(unique_lab_name("gang"))
+        request.config.add_cleanup(lambda: _gang_down(request.config))
+        state = {"lab": lab.up(nodes=2), "dir": tmp_path_factory.mktemp("gang")}
+        setattr(request.config, GANG_ATTR, state)
+    yield state
+    if not _gang_used_later(request):
+        _gang_down(request.config)
+
+
+def _gang_used_later(request) -> bool:
+    """Whether a module that runs after this one (in this session's order) uses the gang."""
+    items = request.session.items
+    mine = [i for i, item in enumerate(items) if item.module is request.module]
+    return any("gang" in item.fixturenames for item in items[max(mine, default=-1) + 1:])
+
+
+def _gang_down(config) -> None:
+    state = getattr(config, GANG_ATTR, None)
+    if state is not None:
+        delattr(config, GANG_ATTR)
+        state["lab"].down()
+
+
 def pytest_collection_modifyitems(config, items):
     """The engine suite (lab modules that start the real vLLM) first, so that one worker
     takes it at once; and a lab module that reuses another module's deployment
-    (`SHARES_DEPLOYMENT_OF = "x"`) right after it, so that deployment's engines are never
-    left idle (they poll the CPU) while other modules start theirs."""
+    (`SHARES_DEPLOYMENT_OF = "x"`) right after it, chains followed (a module sharing the
+    deployment of one that shares another's comes after both), so that deployment's
+    engines are never left idle (they poll the CPU) while other modules start theirs."""
     modules: dict[str, list] = {}
     for item in items:
         modules.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
-    order = list(modules)
+    anchors = {}
     for name, module_items in modules.items():
         anchor = getattr(getattr(module_items[0], "module", None), "SHARES_DEPLOYMENT_OF", None)
-        anchor_path = f"{name.rpartition('/')[0]}/{anchor}.py" if anchor else None
-        if anchor_path in modules:
-            order.remove(name)
-            order.insert(order.index(anchor_path) + 1, name)
+        if anchor:
+            anchors[name] = f"{name.rpartition('/')[0]}/{anchor}.py"
+    order = modules_in_deployment_order(list(modules), anchors)
     order.sort(key=lambda name: not in_engine_suite(name, config.rootpath))
     items[:] = [item for name in order for item in modules[name]]
+
+
+def modules_in_deployment_order(modules: list[str], anchors: dict[str, str]) -> list[str]:
+    """MODULES in their order, except that each module whose anchor (the module whose
+    deployment it shares) is among them runs right after that anchor and the anchor's
+    earlier followers. A module in an anchor cycle keeps its own place."""
+    present = set(modules)
+    followers: dict[str, list[str]] = {}
+    roots = []
+    for name in modules:
+        anchor = anchors.get(name)
+        if anchor in present and anchor != name:
+            followers.setdefault(anchor, []).append(name)
+        else:
+            roots.append(name)
+    placed: list[str] = []
+    seen: set[str] = set()
+
+    def place(name: str) -> None:
+        if name in seen:
+            return
+        seen.add(name)
+        placed.append(name)
+        for follower in followers.get(name, []):
+            place(follower)
+
+    for name in roots:
+        place(name)
+    placed += [name for name in modules if name not in seen]     # cycles
+    return placed
 
 
 LAB_TESTS = "tests/lab/"

@@ -3,8 +3,9 @@ the inventory's SLOs (one inventory whose SLOs pass, one with an SLO that fails)
 result stored with the release and shown by `history`, the API key only ever in the
 benchmark's environment.
 
-The deployment (2 nodes, PP=2, API key) is shared with tests/lab/test_doctor_lab.py
-through `shared_deployment`: one deploy for both modules.
+The deployment (2 nodes, PP=2, API key) is the one test_health_lab.py made on the engine
+suite's shared lab (`gang`, tests/conftest.py; deployed here when this module runs alone),
+and test_doctor_lab.py produces its failures on it next.
 """
 
 from __future__ import annotations
@@ -22,17 +23,18 @@ import pytest
 import yaml
 from junitparser import JUnitXml
 
-from tests.conftest import require_lab, unique_lab_name
+from tests.lab.health_helpers import API_KEY, KEY_ENV
+from tests.lab.health_helpers import deploy as deploy_group
+from tests.lab.health_helpers import inventory as gang_inventory
 
 # Waiting for engine slots on a shared machine and a deploy can take longer than the
 # default per-test timeout.
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(5400)]
 
-API_KEY = "sk-lab-bench-" + "4c1d9e7f20a3b865"
-KEY_ENV = "ASCENDCTL_TEST_BENCH_KEY"
+# ... and runs right after that module (tests/conftest.py), while its engines are up.
+SHARES_DEPLOYMENT_OF = "test_health_lab"
 ROOT = "/var/lib/ascendctl"
 TINY = ["--input-len", "32", "--output-len", "16", "--num-prompts", "8", "--concurrency", "4"]
-SHARED_ATTR = "_ascendctl_ops_deployment"   # on pytest's config: one per session
 
 
 def ascendctl(*args: str, timeout: float = 1200) -> subprocess.CompletedProcess:
@@ -69,15 +71,13 @@ def wait_for_engine_slots(limit_s: float = 3600) -> None:
 
 
 def write_inventory(state: dict, name: str, slo: dict | None = None) -> Path:
-    data = yaml.safe_load(Path(state["lab"].inventory_path).read_text())
-    vars_ = data["all"]["vars"]
-    vars_["serving"]["api_key"] = {"env": KEY_ENV}
-    # This machine is shared: under load the CPU engine may take minutes to start.
-    vars_["serving"]["startup_timeout"] = 900
+    """The deployed inventory (the lab's, with the API key and the health policy), with
+    SLO as its `slo` section."""
+    path = gang_inventory(state, name)
     if slo is not None:
-        vars_["slo"] = slo
-    path = state["dir"] / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
+        data = yaml.safe_load(path.read_text())
+        data["all"]["vars"]["slo"] = slo
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
 
 
@@ -96,38 +96,21 @@ def ensure_serving(state: dict) -> None:
     if serving(state):
         return
     wait_for_engine_slots()
-    result = ascendctl("deploy", "-i", str(state["inv"]), "--yes", "--json")
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    state["release"] = json.loads(result.stdout)["outcome"]["release_id"]
+    report = deploy_group(state, "mp")
+    state["release"] = report["outcome"]["release_id"]
     assert serving(state)
 
 
-def shared_deployment(request, tmp_path_factory) -> dict:
-    """One 2-node lab with the tiny model deployed (API key, the lab's SLOs), for the
-    bench and doctor lab tests (kept on pytest's config, whichever module asks first);
-    taken down when the first asker's scope ends."""
-    state = getattr(request.config, SHARED_ATTR, None)
-    if state is None:
-        require_lab()
-        from ascendctl_lab import Lab
-
-        lab = Lab(unique_lab_name("ops")).up(nodes=2)
-        state = {"lab": lab, "dir": tmp_path_factory.mktemp("ops")}
-
-        def down() -> None:
-            delattr(request.config, SHARED_ATTR)
-            lab.down()
-
-        request.addfinalizer(down)
-        state["inv"] = write_inventory(state, "lab")
-        setattr(request.config, SHARED_ATTR, state)
-    ensure_serving(state)
-    return state
+def shared_deployment(gang: dict) -> dict:
+    """The shared lab's PP=2 deployment with the API key, serving (deployed if it is not:
+    this module or test_doctor_lab.py run alone)."""
+    ensure_serving(gang)
+    return gang
 
 
-@pytest.fixture(scope="session")
-def deployment(request, tmp_path_factory):
-    return shared_deployment(request, tmp_path_factory)
+@pytest.fixture(scope="module")
+def deployment(gang):
+    return shared_deployment(gang)
 
 
 def stored_vllm_result(state: dict, stamp: str, release: str) -> dict:

@@ -4,9 +4,11 @@ follower started while the head is not there; RoCE TLS enabled on one node only.
 must name the node, show the log line, cause and fix for each, and its bundle must hold
 the logs of every node and never the API key.
 
-Uses the deployment of tests/lab/test_bench_lab.py (shared: one deploy for both). The
-engines are started and stopped through their systemd unit (never by name); at most one
-engine per node runs at any time, so never more than two on this machine.
+Uses the deployment on the engine suite's shared lab (`gang`, tests/conftest.py) that
+test_health_lab.py made and test_bench_lab.py measured; leaves its engines stopped and its
+faults healed for test_health_dp_lab.py. The engines are started and stopped through
+their systemd unit (never by name); at most one engine per node runs at any time, so
+never more than two on this machine.
 """
 
 from __future__ import annotations
@@ -67,9 +69,9 @@ systemctl stop doctor-squatter
 
 
 @pytest.fixture(scope="module")
-def broken(request, tmp_path_factory):
+def broken(request, gang):
     """Produce the failures on the shared deployment, then take its engines down."""
-    state = shared_deployment(request, tmp_path_factory)
+    state = shared_deployment(gang)
     lab = state["lab"]
     for node in ("node1", "node0"):
         node_sh(state, node, f"systemctl stop {UNIT}", timeout=200)

@@ -1,6 +1,7 @@
 """The serving engine as part of the release, end to end on the lab with the real vLLM CPU
-build (issue 14's acceptance). One 2-node lab per engine kind; the tests of a kind run in
-order, each starting from the state the previous one left (deploys take minutes):
+build (issue 14's acceptance), the container kind: a 2-node lab with podman on the nodes;
+the tests run in order, each starting from the state the previous one left (deploys take
+minutes):
 
 container (`lab up --engine container`: podman, the lab engine image moved as an archive)
   A  deploy with an API key: the archive is relayed and loaded, every node runs the engine
@@ -18,9 +19,7 @@ container (`lab up --engine container`: podman, the lab engine image moved as an
      is there: nothing relayed); rollback to the v1 image, history shows both; a stop
      leaves no container
 
-venv (`lab up --engine venv`: a venv built on every node from the lab wheelhouse)
-  E  deploy: every rank runs `<root>/engines/venv/<digest>/bin/vllm`, a completion answers;
-     a no-op redeploy builds nothing and restarts nothing
+The venv kind (E) runs on the engine suite's shared lab: test_engine_venv_lab.py.
 
 Run under the engine slot: flock /run/lock/ascendctl-engine-slot pytest tests/lab/test_engine_deploy_lab.py
 """
@@ -323,37 +322,3 @@ def test_d_engine_upgrade_then_rollback_to_the_old_image(clab):
                                        "ascendctl-engine").strip()
     assert results["node1"] == "success", results
     assert results["node0"] in ("success", "exit-code"), results
-
-
-# -- venv ----------------------------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def vlab(tmp_path_factory):
-    require_lab()
-    from ascendctl_lab import Lab
-
-    lab = Lab(unique_lab_name("h7v")).up(nodes=2, engine="venv")
-    state = {"lab": lab, "dir": tmp_path_factory.mktemp("engine-venv")}
-    state["inv"] = write_inventory(state, "venv")
-    yield state
-    lab.down()
-
-
-def test_e_a_venv_deploy_serves_from_the_venv(vlab):
-    lab, inv = vlab["lab"], vlab["inv"]
-    report = deployed(ascendctl("deploy", "-i", str(inv), "--yes", "--json"))
-    (present,) = tasks(report, "engine_present")
-    assert all(r["status"] == "changed" for r in present["hosts"].values())
-    shown = json.loads(ascendctl("history", "-i", str(inv), "--json").stdout)
-    (release,) = shown["releases"]
-    digest = release["summary"]["engine"]["id"].removeprefix("venv:")
-    for node, pid in engine_pids(lab).items():
-        # the launcher's child is the engine: the venv's vllm
-        args = ssh(lab, node, f"ps -o args= --ppid {pid}")
-        assert f"{ROOT}/engines/venv/{digest}/bin/vllm serve" in args, args
-    assert complete(lab)
-    pids = engine_pids(lab)
-    again = deployed(ascendctl("deploy", "-i", str(inv), "--yes", "--json"))
-    assert changed_count(again) == 0 and engine_pids(lab) == pids
-    for node in ("node1", "node0"):
-        ssh(lab, node, "systemctl stop ascendctl-engine")

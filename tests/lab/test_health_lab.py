@@ -1,7 +1,8 @@
 """A serving group that heals itself and a status that never lies, on the lab's real engine.
 
-One 2-node lab and one deploy serve the whole module (PP=2, multi-node MP mode, API key);
-the tests run in order, each leaving the group serving and stable for the next:
+The engine suite's shared lab (`gang`, tests/conftest.py) and one deploy serve the module
+(PP=2, multi-node MP mode, API key, the lab-sized health policy); the tests run in order,
+each leaving the group serving and stable for the next, and for test_bench_lab.py after it:
 
   A  deployed: status healthy, proven by the deep probe; the supervisor serves
   B  Prometheus (the real binary on this host) scrapes the exporters and the head; with
@@ -9,12 +10,8 @@ the tests run in order, each leaving the group serving and stable for the next:
      rank 1, AscendctlServingDown fires; the hold lifted, the group recovers by itself and
      the alert clears; the recovery is an event with its cause and a journal line (the
      real engine's test of kill -> recovery)
-  G  data parallel with a headless follower (the vllm-ascend recipe's launch mode) deploys
-     and serves: DP2, one engine per node, the follower `--headless
-     --data-parallel-start-rank 1` reaching the head's RPC address; kill -9 of the
-     follower's engine, then of the head's, is recovered (the real engine's test of
-     data-parallel recovery)
 
+Data-parallel recovery on the real engine is test_health_dp_lab.py (the same lab, later).
 The rest of the fault matrix (the head killed, a frozen head, a powered-off follower, a
 rank failing every start) is about the supervisor's orchestration, not the engine: it
 runs on the lab's stand-in engine in test_health_faults_lab.py.
@@ -36,18 +33,16 @@ import pytest
 
 from tests.conftest import free_port
 from tests.lab.health_helpers import (
-    API_KEY, ENGINE, assert_down_naming, assert_recovered_event, deploy, engine_pid, kill_and_recover,
-    lab_cluster, new_events, node_sh, recovery_events, status, wait_for,
-    wait_serving_and_stable,
+    ENGINE, assert_down_naming, assert_recovered_event, deploy, engine_pid, new_events, node_sh,
+    recovery_events, status, wait_for, wait_serving_and_stable,
 )
 
 pytestmark = pytest.mark.lab
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    with lab_cluster(tmp_path_factory, "h5hl") as state:
-        yield state
+def cluster(gang):
+    return gang
 
 
 def test_a_deployed_group_is_healthy_by_the_deep_probe(cluster):
@@ -146,28 +141,3 @@ def test_serving_down_fires_while_a_rank_is_dead_and_clears_after_recovery(clust
     assert_recovered_event(cluster, before, "node1", 1, "crashed")
     starts = query(api, 'ascendctl_engine_starts_total{node="node1"}')
     assert starts and float(starts[0]["value"][1]) >= 1
-
-
-def test_data_parallel_group_serves_and_recovers_a_killed_follower_and_head(cluster):
-    report = deploy(cluster, "dp", mode="dp", tensor_parallel_size=1, pipeline_parallel_size=1,
-                    data_parallel_size=2, data_parallel_size_local=1, api_server_count=1,
-                    data_parallel_rpc_port=13389)
-    assert report["outcome"]["completion"]
-    # the vllm-ascend recipe's launch mode: the follower is headless, DP rank 1, and
-    # reaches the head's data-parallel RPC address
-    lab = cluster["lab"]
-    follower = json.loads(node_sh(cluster, "node1", "cat /var/lib/ascendctl/current/engine.json"))
-    argv = follower["argv"]
-    assert "--headless" in argv
-    assert argv[argv.index("--data-parallel-start-rank") + 1] == "1"
-    assert argv[argv.index("--data-parallel-address") + 1] == lab.nodes[0].mgmt_ip
-    journal = node_sh(cluster, "node1", f"journalctl -u {ENGINE} -o cat --no-pager")
-    assert "EngineCore_DP1" in journal          # data-parallel rank 1 runs on the follower
-    body = json.dumps({"model": "tiny", "prompt": "Hi", "max_tokens": 4, "temperature": 0})
-    answer = node_sh(cluster, "node1", "curl -s --max-time 120 -H 'Content-Type: "
-                     f"application/json' -H 'Authorization: Bearer {API_KEY}' -d '{body}' "
-                     f"http://{lab.nodes[0].mgmt_ip}:8000/v1/completions")
-    assert json.loads(answer)["choices"][0]["text"]
-    wait_for("healthy", lambda: status(cluster)[0] == 0, guard_s=120)
-    kill_and_recover(cluster, "node1", 1, "KILL", "crashed")
-    kill_and_recover(cluster, "node0", 0, "KILL", "crashed")

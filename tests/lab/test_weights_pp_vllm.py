@@ -4,7 +4,10 @@ mp backend, --nnodes 2 --pipeline-parallel-size 2) loading from those per-node
 directories gives the same greedy completion as a single-node run of the full model.
 
 At most two engine processes run at once (the single-node run is stopped before the
-pipeline run starts); each is stopped by its PID, SIGTERM then SIGKILL after a grace."""
+pipeline run starts); each is stopped by its PID, SIGTERM then SIGKILL after a grace.
+
+Runs on the engine suite's shared lab (`gang`, tests/conftest.py), last: the deployment
+there is stopped first (test_engine_venv_lab.py, before it, leaves it stopped)."""
 
 from __future__ import annotations
 
@@ -21,6 +24,8 @@ from ascendctl.plan.pp_split import stage_ranges
 from ascendctl.weights.safetensors_file import read_header, tensor_bytes
 
 pytestmark = pytest.mark.lab
+# ... and runs right after that module (tests/conftest.py), on the same lab.
+SHARES_DEPLOYMENT_OF = "test_engine_venv_lab"
 
 ROOT = "/var/lib/ascendctl"
 ENGINE = "/opt/vllm/bin/vllm"
@@ -167,7 +172,10 @@ def run_pipeline(lab, model_dir: str) -> list[str]:
         follower.stop()
 
 
-def test_pp2_nodes_hold_only_their_stage_and_match_single_node(lab, tmp_path):
+def test_pp2_nodes_hold_only_their_stage_and_match_single_node(gang, tmp_path):
+    lab = gang["lab"]
+    for node in ("node1", "node0"):      # a deployment's engines (a stop: hands off)
+        lab.exec(node, ["systemctl", "stop", "ascendctl-engine"], check=False)
     inventory = Path(lab.inventory_path)
     data = yaml.safe_load(inventory.read_text())
     serving = data["all"]["vars"]["serving"]

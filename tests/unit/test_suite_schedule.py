@@ -75,3 +75,23 @@ def test_the_lab_suite_runs_in_order_on_one_worker_beside_the_other_tests(tmp_pa
                    for i in range(4)]
     assert len(ran) == 12 + 4 + 18
     assert unit_workers - lab_workers, "no unit test ran beside the lab suite"
+
+
+def test_a_chain_of_shared_deployments_runs_in_chain_order_whatever_the_file_order():
+    from tests.conftest import modules_in_deployment_order
+
+    modules = ["t/bench.py", "t/doctor.py", "t/container.py", "t/health.py", "t/dp.py",
+               "t/venv.py", "t/weights.py", "t/replicas.py"]
+    # each names the module whose deployment it takes over; files sort otherwise
+    anchors = {"t/bench.py": "t/health.py", "t/doctor.py": "t/bench.py",
+               "t/dp.py": "t/doctor.py", "t/venv.py": "t/dp.py", "t/weights.py": "t/venv.py"}
+    assert modules_in_deployment_order(modules, anchors) == [
+        "t/container.py", "t/health.py", "t/bench.py", "t/doctor.py", "t/dp.py", "t/venv.py",
+        "t/weights.py", "t/replicas.py"]
+    # an anchor that is not collected (a run of one file) leaves the module in place; a
+    # cycle keeps every module, once
+    assert modules_in_deployment_order(["t/doctor.py", "t/a.py"], anchors) == \
+        ["t/doctor.py", "t/a.py"]
+    cycle = {"t/a.py": "t/b.py", "t/b.py": "t/a.py"}
+    assert sorted(modules_in_deployment_order(["t/a.py", "t/b.py", "t/c.py"], cycle)) == \
+        ["t/a.py", "t/b.py", "t/c.py"]
