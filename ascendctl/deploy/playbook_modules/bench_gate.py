@@ -16,11 +16,11 @@ from ascendctl.benchmark.run import run_bench
 from ascendctl.benchmark.settings import (
     DEFAULT_CONCURRENCY, DEFAULT_INPUT_LEN, DEFAULT_OUTPUT_LEN, BenchSettings,
 )
-from ascendctl.deploy.playbook_modules.common import NoArgs, gate_restarted_heads
+from ascendctl.deploy.playbook_modules.common import DeployStep, gate_restarted_heads
 from ascendctl.deploy.run import DeployRun
 from ascendctl.errors import AscendctlError
 from ascendctl.playbook.modules import (
-    Module, ModuleContext, ModuleError, ModuleResult, register_module,
+    ModuleContext, ModuleError, ModuleResult, register_module,
 )
 
 if TYPE_CHECKING:
@@ -41,17 +41,14 @@ def gate_settings(inv: "Inventory") -> "BenchSettings":
 
 
 @register_module("bench_gate")
-class BenchGate(Module):
+class BenchGate(DeployStep):
     """A short bench against the SLOs on each restarted group's head (deploy.rolling.bench)."""
 
     needs = (ENGINES_READY,)
 
     runs_on = "controller"
-    Args = NoArgs
 
-    def run(self, ctx: ModuleContext, args: NoArgs) -> ModuleResult:
-        run = DeployRun.of(ctx)
-        run.require_no_failure(ctx)
+    def act(self, ctx: ModuleContext, run: DeployRun) -> ModuleResult:
         inv = ctx.inventory
         if not inv.deploy.rolling.bench:
             return ModuleResult(msg=OFF)

@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Optional
 from pydantic import BaseModel, ConfigDict
 
 from ascendctl.deploy.engines import EngineControl, StepFailed
-from ascendctl.playbook.modules import ModuleContext, ModuleResult
+from ascendctl.deploy.run import DeployRun
+from ascendctl.playbook.modules import Module, ModuleContext, ModuleResult
 
 if TYPE_CHECKING:
-    from ascendctl.deploy.run import DeployRun
     from ascendctl.inventory import Host
 
 
@@ -20,7 +20,22 @@ class NoArgs(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-def engine(ctx: ModuleContext, run: "DeployRun", host: "Host", step: str) -> EngineControl:
+class DeployStep(Module):
+    """A deploy step without arguments that acts on the cluster: it refuses to go on after
+    a failure earlier in the run (the rescue decides then), else `act`s on the run."""
+
+    Args = NoArgs
+
+    def run(self, ctx: ModuleContext, args: NoArgs) -> ModuleResult:
+        run = DeployRun.of(ctx)
+        run.require_no_failure(ctx)
+        return self.act(ctx, run)
+
+    def act(self, ctx: ModuleContext, run: DeployRun) -> ModuleResult:  # pragma: no cover
+        raise NotImplementedError
+
+
+def engine(ctx: ModuleContext, run: DeployRun, host: "Host", step: str) -> EngineControl:
     """The host's engine units, over its connection from this task (seen from its serving
     group: its head, its coordination port)."""
     return EngineControl(run.inv.view_of(host), host, ctx.connection_for(host.name),
@@ -49,7 +64,7 @@ def group_result(names: Iterable[str], done: Mapping[str, ModuleResult],
     return ModuleResult(changed=changed, msg=msg, per_host=per_host)
 
 
-def gate_restarted_heads(ctx: ModuleContext, run: "DeployRun",
+def gate_restarted_heads(ctx: ModuleContext, run: DeployRun,
                          gate: Callable[[str, "Host"], str], *, nothing_restarted: str,
                          would: Callable[[str], str]) -> ModuleResult:
     """A gate after the switch: `gate(group, head)` on each restarted serving group's head
