@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict
 from ascendctl_runtime.layout import ENGINE_UNIT
 
 from ascendctl.deploy.handoffs import ENGINES_READY, NODE_STATES
-from ascendctl.deploy.playbook_modules.common import NoArgs, gate_restarted_heads
+from ascendctl.deploy.playbook_modules.common import DeployStep, gate_restarted_heads
 from ascendctl.deploy.run import DeployRun
 from ascendctl.errors import AscendctlError
 from ascendctl.playbook.modules import (
@@ -54,20 +54,19 @@ def _serves(run: DeployRun, head: "Host", release: str) -> bool:
 
 
 @register_module("quality_baseline")
-class QualityBaseline(Module):
+class QualityBaseline(DeployStep):
     """Record the serving release's answers on each head about to switch that has none
     (agreement mode), while it still serves."""
 
     needs = (NODE_STATES,)
 
     runs_on = "controller"
-    Args = NoArgs
 
-    def run(self, ctx: ModuleContext, args: NoArgs) -> ModuleResult:
-        run, spec = _run_and_gate(ctx)
+    def act(self, ctx: ModuleContext, run: DeployRun) -> ModuleResult:
+        inv = ctx.inventory
+        spec = inv.slo.quality
         if spec is None:
             return ModuleResult(msg=NO_GATE)
-        inv = ctx.inventory
         if not spec.agree_with_previous:
             return ModuleResult(msg="the gate checks expected answers: no reference needed")
         target = run.target().release_id
