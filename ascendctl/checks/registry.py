@@ -7,7 +7,7 @@ A node check is `fn(node, facts, expectations) -> Outcome`; a cluster check is
 
 from __future__ import annotations
 
-from typing import Callable, Collection, Iterable, Mapping
+from typing import Callable, Collection, Iterable, Mapping, TypeVar
 
 from ascendctl.checks.expectations import Expectations
 from ascendctl.checks.model import CheckResult, CheckSpec, Outcome, Severity, Status
@@ -27,22 +27,27 @@ def _register(spec: CheckSpec) -> None:
     SPECS[spec.id] = spec
 
 
-def node_check(id: str, *, category: str, severity: Severity, title: str, catches: str,
-               remediation: str) -> Callable[[NodeFn], NodeFn]:
-    def deco(fn: NodeFn) -> NodeFn:
-        _register(CheckSpec(id, category, severity, "node", title, catches, remediation))
-        _NODE[id] = fn
+_Check = TypeVar("_Check", NodeFn, ClusterFn)
+
+
+def _catalogued(checks: dict[str, _Check], spec: CheckSpec) -> Callable[[_Check], _Check]:
+    """Decorator: catalogue SPEC and run the function as its check."""
+    def deco(fn: _Check) -> _Check:
+        _register(spec)
+        checks[spec.id] = fn
         return fn
     return deco
+
+
+def node_check(id: str, *, category: str, severity: Severity, title: str, catches: str,
+               remediation: str) -> Callable[[NodeFn], NodeFn]:
+    return _catalogued(_NODE, CheckSpec(id, category, severity, "node", title, catches, remediation))
 
 
 def cluster_check(id: str, *, category: str, severity: Severity, title: str, catches: str,
                   remediation: str) -> Callable[[ClusterFn], ClusterFn]:
-    def deco(fn: ClusterFn) -> ClusterFn:
-        _register(CheckSpec(id, category, severity, "cluster", title, catches, remediation))
-        _CLUSTER[id] = fn
-        return fn
-    return deco
+    return _catalogued(_CLUSTER, CheckSpec(id, category, severity, "cluster", title, catches,
+                                           remediation))
 
 
 def declare(id: str, *, category: str, severity: Severity, scope: str, title: str, catches: str,

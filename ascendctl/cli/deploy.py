@@ -48,6 +48,7 @@ def run_deploy_playbook(book: str | Path, inventory: Path, *, check: bool = Fals
     from ascendctl.errors import InputError
     from ascendctl.load import load_inventory
     from ascendctl.paths import playbooks_dir
+    from ascendctl.playbook import RunOptions
     from ascendctl.playbook.state import RunState
 
     if really and not force_unlock:
@@ -71,9 +72,10 @@ def run_deploy_playbook(book: str | Path, inventory: Path, *, check: bool = Fals
     run = run_state.add(DeployRun(inv, options))
     path = book if isinstance(book, Path) else playbooks_dir() / book
     report = run_playbook_command(
-        path, inv, PlayCommand(check=check, diff=diff or check, forks=forks, yes=yes,
-                               skip_tags=split_tags(skip_tags), as_json=as_json, junit=junit,
-                               extra_vars=extra_vars or {}),
+        path, inv, PlayCommand(RunOptions(check=check, diff=diff or check, forks=forks, yes=yes,
+                                          skip_tags=split_tags(skip_tags),
+                                          extra_vars=extra_vars or {}),
+                               as_json=as_json, junit=junit),
         run_state=run_state)
     code, summary = deploy_verdict(run.outcome, report, run_state.failure, verb=verb,
                                    check=check)

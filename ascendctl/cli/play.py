@@ -80,12 +80,15 @@ def play(
     from ascendctl.cli.playrun import PlayCommand, run_playbook_command, split_tags
     from ascendctl.console import print_json
     from ascendctl.load import load_inventory
+    from ascendctl.playbook import RunOptions
 
     inv = load_inventory(inventory)
     command = PlayCommand(
-        check=check, diff=diff, limit=limit, tags=split_tags(tags),
-        skip_tags=split_tags(skip_tags), forks=forks, extra_vars=_extra_vars(extra_vars),
-        yes=yes, connect_timeout=connect_timeout, as_json=as_json, junit=junit)
+        RunOptions(check=check, diff=diff, limit=limit, tags=split_tags(tags),
+                   skip_tags=split_tags(skip_tags), forks=forks,
+                   extra_vars=_extra_vars(extra_vars), yes=yes,
+                   connect_timeout=connect_timeout),
+        as_json=as_json, junit=junit)
     if list_tasks:
         from ascendctl.cli.playrun import list_playbook_tasks
 

@@ -2,27 +2,24 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
+
+if TYPE_CHECKING:
+    from ascendctl.playbook import RunOptions
 
 
 @dataclass
 class PlayCommand:
-    """What every playbook-running command takes from its command line."""
+    """What every playbook-running command takes from its command line: the runner's
+    options, and how to report (the runner's `confirm` is set here, for a terminal)."""
 
-    check: bool = False
-    diff: bool = False
-    limit: Optional[str] = None
-    tags: frozenset[str] = frozenset()
-    skip_tags: frozenset[str] = frozenset()
-    forks: int = 16
-    extra_vars: dict[str, Any] = field(default_factory=dict)
-    yes: bool = False
-    connect_timeout: Optional[float] = None
+    options: RunOptions
     as_json: bool = False
     junit: Optional[Path] = None
 
@@ -34,7 +31,7 @@ def split_tags(values: Optional[list[str]]) -> frozenset[str]:
 
 def _runner(book_path: Path, inv: Any, command: PlayCommand, run_state: Any = None) -> Any:
     from ascendctl.console import is_terminal
-    from ascendctl.playbook import PlaybookRunner, RunOptions, load_playbook, templar_for
+    from ascendctl.playbook import PlaybookRunner, load_playbook, templar_for
     from ascendctl.playbook.reporting import ConsoleReporter, Reporter
 
     book = load_playbook(book_path)
@@ -43,13 +40,9 @@ def _runner(book_path: Path, inv: Any, command: PlayCommand, run_state: Any = No
         return typer.confirm(question, default=False, err=True)
 
     interactive = is_terminal(sys.stdin) and is_terminal(sys.stderr) and not command.as_json
-    options = RunOptions(
-        check=command.check, diff=command.diff, limit=command.limit, tags=command.tags,
-        skip_tags=command.skip_tags, forks=command.forks, extra_vars=command.extra_vars,
-        yes=command.yes, confirm=ask if interactive else None,
-        connect_timeout=command.connect_timeout)
-    reporter = Reporter() if command.as_json else ConsoleReporter(show_diff=command.diff,
-                                                                   check=command.check)
+    options = dataclasses.replace(command.options, confirm=ask if interactive else None)
+    reporter = Reporter() if command.as_json else ConsoleReporter(show_diff=options.diff,
+                                                                   check=options.check)
     return PlaybookRunner(book, inv, options, reporter, templar_for(book.path),
                           run_state=run_state)
 

@@ -13,11 +13,13 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 from ascendctl.facts.fact import Derived, Fact, KeyedFact, Reading
 from ascendctl.facts.params import HCCN_TOOL, GatherParams
 from ascendctl.facts.system import LinuxPing, parse_linux_ping
+
+_T = TypeVar("_T")
 
 NET_HEALTH_OK = "Success"
 # `Init`: no netdetect target configured (the port was never asked to probe).
@@ -31,10 +33,16 @@ def _first(pattern: str, text: str, flags: int = re.IGNORECASE) -> re.Match | No
     return re.search(pattern, text, flags | re.MULTILINE)
 
 
+def _captured(pattern: str, text: str) -> str | None:
+    """What the first group of `_first(pattern, text)` captured, or None without a match."""
+    m = _first(pattern, text)
+    return m.group(1) if m else None
+
+
 def parse_link(text: str) -> str | None:
     """`link status: UP` -> 'UP' (also `vnic link status:` on A3)."""
-    m = _first(r"link status:\s*(UP|DOWN)\b", text)
-    return m.group(1).upper() if m else None
+    status = _captured(r"link status:\s*(UP|DOWN)\b", text)
+    return status.upper() if status is not None else None
 
 
 @dataclass(frozen=True)
@@ -45,25 +53,22 @@ class PortAddress:
 
 def parse_ip(text: str) -> PortAddress:
     """`ipaddr:X` + `netmask:Y`; A3 `-vnic -g` prints `vnic ipaddr: X`. Empty -> (None, None)."""
-    ip = _first(rf"^\s*(?:vnic\s+)?ipaddr:\s*({_IPV4})\s*$", text)
-    mask = _first(rf"^\s*(?:vnic\s+)?netmask:\s*({_IPV4})\s*$", text)
-    return PortAddress(ip.group(1) if ip else None, mask.group(1) if mask else None)
+    return PortAddress(_captured(rf"^\s*(?:vnic\s+)?ipaddr:\s*({_IPV4})\s*$", text),
+                       _captured(rf"^\s*(?:vnic\s+)?netmask:\s*({_IPV4})\s*$", text))
 
 
 def parse_mtu(text: str) -> int | None:
-    m = _first(r"^\s*mtu:\s*(\d+)\s*$", text)
-    return int(m.group(1)) if m else None
+    mtu = _captured(r"^\s*mtu:\s*(\d+)\s*$", text)
+    return int(mtu) if mtu is not None else None
 
 
 def parse_net_health(text: str) -> str | None:
-    m = _first(r"net health status:\s*(.+?)\s*$", text)
-    return m.group(1) if m else None
+    return _captured(r"net health status:\s*(.+?)\s*$", text)
 
 
 def parse_netdetect(text: str) -> str | None:
     """Both `netdetect addr: X` and `netdetect address: X`; None when empty or not an IP."""
-    m = _first(rf"netdetect (?:addr|address):\s*({_IPV4})\b", text)
-    return m.group(1) if m else None
+    return _captured(rf"netdetect (?:addr|address):\s*({_IPV4})\b", text)
 
 
 @dataclass(frozen=True)
@@ -75,8 +80,7 @@ class Gateway:
 def parse_gateway(text: str) -> Gateway:
     m = _first(rf"default gateway:\s*({_IPV4})?\s*,?\s*Iface:\s*(\S+)", text)
     if not m:
-        m2 = _first(rf"gateway:\s*({_IPV4})", text)
-        return Gateway(m2.group(1) if m2 else None, None)
+        return Gateway(_captured(rf"gateway:\s*({_IPV4})", text), None)
     return Gateway(m.group(1), m.group(2))
 
 
@@ -93,13 +97,13 @@ def parse_tls(text: str) -> TlsState | None:
     m = _first(r"(?:dev_id:\s*(\d+)\s*,\s*)?tls switch\[(\d)\]", text)
     if not m:
         return None
-    pre = _first(r"tls preconfigured\[(\d)\]", text)
-    alarm = _first(r"tls alarm time threshold\[(\d+)\]", text)
+    pre = _captured(r"tls preconfigured\[(\d)\]", text)
+    alarm = _captured(r"tls alarm time threshold\[(\d+)\]", text)
     return TlsState(
         dev_id=int(m.group(1)) if m.group(1) else None,
         enabled=m.group(2) == "1",
-        preconfigured=(pre.group(1) == "1") if pre else None,
-        alarm_threshold_days=int(alarm.group(1)) if alarm else None,
+        preconfigured=(pre == "1") if pre is not None else None,
+        alarm_threshold_days=int(alarm) if alarm is not None else None,
     )
 
 
@@ -215,8 +219,7 @@ def parse_ping(text: str) -> PingResult | None:
 
 def parse_lldp_ifname(text: str) -> str | None:
     """The switch port this NPU port is cabled to (`Port ID TLV` / `Ifname: 400GE1/1/20:2`)."""
-    m = _first(r"Ifname:\s*(\S+)", text)
-    return m.group(1) if m else None
+    return _captured(r"Ifname:\s*(\S+)", text)
 
 
 # --- /etc/hccn.conf ---------------------------------------------------------------------
@@ -262,33 +265,29 @@ def _extended_ports(params: GatherParams) -> tuple[int, ...]:
     return params.roce_ports if params.extended else ()
 
 
-def _get(option: str):
-    return lambda port, params: f"{HCCN_TOOL} -i {port} -{option} -g"
+def _port_fact(option: str, parse: Callable[[str], _T], *,
+               keys: Callable[[GatherParams], tuple[int, ...]] = _ports,
+               command: Callable[[int, GatherParams], str] | None = None) -> KeyedFact[int, _T]:
+    """Fact `hccn_<option>`: `hccn_tool -i <port> -<option> -g` on each port. Not listed
+    on its own (RocePort gathers the options) and not failing the gather: a port's exit
+    status goes into its RocePort's errors."""
+    return KeyedFact(f"hccn_{option}", section=f"hccn:{option}", keys=keys,
+                     command=command or (lambda port, params: f"{HCCN_TOOL} -i {port} -{option} -g"),
+                     parse=parse, check_rc=False, listed=False)
 
 
-HCCN_LINK = KeyedFact("hccn_link", section="hccn:link", keys=_ports, command=_get("link"),
-                      parse=parse_link, check_rc=False, listed=False)
-HCCN_IP = KeyedFact("hccn_ip", section="hccn:ip", keys=_ports, command=_get("ip"),
-                    parse=parse_ip, check_rc=False, listed=False)
-HCCN_MTU = KeyedFact("hccn_mtu", section="hccn:mtu", keys=_ports, command=_get("mtu"),
-                     parse=parse_mtu, check_rc=False, listed=False)
-HCCN_NET_HEALTH = KeyedFact("hccn_net_health", section="hccn:net_health", keys=_ports,
-                            command=_get("net_health"), parse=parse_net_health, check_rc=False, listed=False)
-HCCN_NETDETECT = KeyedFact("hccn_netdetect", section="hccn:netdetect", keys=_ports,
-                           command=_get("netdetect"), parse=parse_netdetect, check_rc=False, listed=False)
-HCCN_GATEWAY = KeyedFact("hccn_gateway", section="hccn:gateway", keys=_ports, command=_get("gateway"),
-                         parse=parse_gateway, check_rc=False, listed=False)
+HCCN_LINK = _port_fact("link", parse_link)
+HCCN_IP = _port_fact("ip", parse_ip)
+HCCN_MTU = _port_fact("mtu", parse_mtu)
+HCCN_NET_HEALTH = _port_fact("net_health", parse_net_health)
+HCCN_NETDETECT = _port_fact("netdetect", parse_netdetect)
+HCCN_GATEWAY = _port_fact("gateway", parse_gateway)
 # only the switch line: the certificate lines after it can be long
-HCCN_TLS = KeyedFact("hccn_tls", section="hccn:tls", keys=_ports,
-                     command=lambda port, params: f"{HCCN_TOOL} -i {port} -tls -g | grep -a switch",
-                     parse=parse_tls, check_rc=False, listed=False)
-HCCN_OPTICAL = KeyedFact("hccn_optical", section="hccn:optical", keys=_extended_ports,
-                         command=_get("optical"), parse=parse_optical, check_rc=False, listed=False)
-HCCN_LINK_STAT = KeyedFact("hccn_link_stat", section="hccn:link_stat", keys=_extended_ports,
-                           command=_get("link_stat"), parse=parse_link_stat, check_rc=False, listed=False)
-HCCN_LLDP = KeyedFact("hccn_lldp", section="hccn:lldp", keys=_extended_ports, command=_get("lldp"),
-                      parse=parse_lldp_ifname, check_rc=False, listed=False)
-
+HCCN_TLS = _port_fact("tls", parse_tls,
+                      command=lambda port, params: f"{HCCN_TOOL} -i {port} -tls -g | grep -a switch")
+HCCN_OPTICAL = _port_fact("optical", parse_optical, keys=_extended_ports)
+HCCN_LINK_STAT = _port_fact("link_stat", parse_link_stat, keys=_extended_ports)
+HCCN_LLDP = _port_fact("lldp", parse_lldp_ifname, keys=_extended_ports)
 
 @dataclass(frozen=True)
 class RocePort:

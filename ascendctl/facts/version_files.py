@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from shlex import quote
+from typing import Callable, TypeVar
 
 from ascendctl.facts.fact import Fact
 from ascendctl.facts.params import GatherParams
@@ -31,6 +32,8 @@ from ascendctl.facts.versions import (
     parse_version_ranges,
     try_parse_version,
 )
+
+_Range = TypeVar("_Range", VersionRange, InnerCodeRange)
 
 
 def parse_key_values(text: str, separator: str = "=") -> dict[str, str]:
@@ -69,23 +72,17 @@ class DriverVersionInfo:
         return try_parse_version(self.version)
 
 
-def _ranges(value: str | None, problems: list[str], field: str) -> tuple:
+def _compatible(kv: dict[str, str], key: str, parse: Callable[[str], tuple[_Range, ...]],
+                problems: list[str]) -> tuple[_Range, ...]:
+    """The ranges under KEY parsed with PARSE; () when there are none, or when they do not
+    parse (noted in PROBLEMS)."""
+    value = kv.get(key)
     if not value:
         return ()
     try:
-        return parse_version_ranges(value)
+        return parse(value)
     except VersionError as err:
-        problems.append(f"{field}: {err}")
-        return ()
-
-
-def _codes(value: str | None, problems: list[str], field: str) -> tuple:
-    if not value:
-        return ()
-    try:
-        return parse_inner_code_list(value)
-    except VersionError as err:
-        problems.append(f"{field}: {err}")
+        problems.append(f"{key}: {err}")
         return ()
 
 
@@ -97,8 +94,8 @@ def parse_driver_version_info(text: str) -> DriverVersionInfo | None:
     return DriverVersionInfo(
         version=kv.get("Version"),
         inner_version=kv.get("Innerversion"),
-        compatible_inner=_codes(kv.get("compatible_version"), problems, "compatible_version"),
-        compatible_fw=_ranges(kv.get("compatible_version_fw"), problems, "compatible_version_fw"),
+        compatible_inner=_compatible(kv, "compatible_version", parse_inner_code_list, problems),
+        compatible_fw=_compatible(kv, "compatible_version_fw", parse_version_ranges, problems),
         package_version=kv.get("package_version"),
         problems=tuple(problems),
     )
@@ -124,7 +121,7 @@ def parse_firmware_version_info(text: str) -> FirmwareVersionInfo | None:
     return FirmwareVersionInfo(
         version=kv.get("Version"),
         package_version=kv.get("package_version"),
-        compatible_drv=_ranges(kv.get("compatible_version_drv"), problems, "compatible_version_drv"),
+        compatible_drv=_compatible(kv, "compatible_version_drv", parse_version_ranges, problems),
         problems=tuple(problems),
     )
 
@@ -156,7 +153,7 @@ def parse_toolkit_install_info(text: str) -> ToolkitInfo | None:
         package_name=kv.get("package_name"),
         version=kv.get("version"),
         inner_version=kv.get("innerversion"),
-        compatible_inner=_codes(kv.get("compatible_version"), problems, "compatible_version"),
+        compatible_inner=_compatible(kv, "compatible_version", parse_inner_code_list, problems),
         arch=kv.get("arch"),
         path=kv.get("path"),
         problems=tuple(problems),

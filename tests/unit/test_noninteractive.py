@@ -173,7 +173,7 @@ def test_no_command_calls_a_prompt():
             if re.search(r"\b(typer|click)\.(prompt|confirm)\(|(?<![\w.])input\(|"
                          r"sys\.stdin\.read", line):
                 offenders.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
-    assert offenders == ["ascendctl/cli/playrun.py:43: return typer.confirm(question, "
+    assert offenders == ["ascendctl/cli/playrun.py:40: return typer.confirm(question, "
                          "default=False, err=True)"]
     playrun = (ROOT / "ascendctl" / "cli" / "playrun.py").read_text()
     assert "confirm=ask if interactive else None" in playrun

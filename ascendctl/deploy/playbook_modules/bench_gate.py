@@ -16,15 +16,15 @@ from ascendctl.benchmark.run import run_bench
 from ascendctl.benchmark.settings import (
     DEFAULT_CONCURRENCY, DEFAULT_INPUT_LEN, DEFAULT_OUTPUT_LEN, BenchSettings,
 )
-from ascendctl.deploy.playbook_modules.common import NoArgs
+from ascendctl.deploy.playbook_modules.common import DeployStep, gate_restarted_heads
 from ascendctl.deploy.run import DeployRun
 from ascendctl.errors import AscendctlError
 from ascendctl.playbook.modules import (
-    Module, ModuleContext, ModuleError, ModuleResult, register_module,
+    ModuleContext, ModuleError, ModuleResult, register_module,
 )
 
 if TYPE_CHECKING:
-    from ascendctl.inventory import Inventory
+    from ascendctl.inventory import Host, Inventory
 
 BENCH_GATE_TIMEOUT_S = 900.0
 OFF = "deploy.rolling.bench is off: no bench gate (docs/replicas.md)"
@@ -41,41 +41,33 @@ def gate_settings(inv: "Inventory") -> "BenchSettings":
 
 
 @register_module("bench_gate")
-class BenchGate(Module):
+class BenchGate(DeployStep):
     """A short bench against the SLOs on each restarted group's head (deploy.rolling.bench)."""
 
     needs = (ENGINES_READY,)
 
     runs_on = "controller"
-    Args = NoArgs
 
-    def run(self, ctx: ModuleContext, args: NoArgs) -> ModuleResult:
-        run = DeployRun.of(ctx)
-        run.require_no_failure(ctx)
+    def act(self, ctx: ModuleContext, run: DeployRun) -> ModuleResult:
         inv = ctx.inventory
         if not inv.deploy.rolling.bench:
             return ModuleResult(msg=OFF)
-        groups = run.restarted_groups(ctx.play_hosts)
-        if not groups:
-            return ModuleResult(msg="nothing was restarted: no bench gate")
         settings = gate_settings(inv)
-        if ctx.check:
-            return ModuleResult(msg=f"would bench {', '.join(h[0].name for h in groups.values())}"
-                                f" ({settings.prompts} prompts, {settings.input_len} in / "
-                                f"{settings.output_len} out) against slo")
-        passed = []
-        for group, hosts in groups.items():
-            head = hosts[0]
-            view = inv.group_view(group)
-            say = run.log.sayer(head.name)
 
+        def bench(group: str, head: "Host") -> str:
             try:
-                report = run_bench(view, settings, ctx.connection_for(head.name), say)
+                report = run_bench(inv.group_view(group), settings,
+                                   ctx.connection_for(head.name), run.log.sayer(head.name))
             except AscendctlError as err:
                 raise ModuleError(f"bench gate could not run on {head.name}: {err}") from None
             summary = report.verdict.summary()
             if not report.verdict.passed:
                 raise ModuleError(f"bench gate failed on {head.name}: {summary} "
                                   f"(stored: {report.stored})")
-            passed.append(f"{head.name}: {summary}")
-        return ModuleResult(msg="; ".join(passed))
+            return summary
+
+        return gate_restarted_heads(
+            ctx, run, bench, nothing_restarted="nothing was restarted: no bench gate",
+            would=lambda heads: f"would bench {heads} ({settings.prompts} prompts, "
+                                f"{settings.input_len} in / {settings.output_len} out) "
+                                "against slo")

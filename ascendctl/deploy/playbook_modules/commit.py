@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ascendctl.deploy.handoffs import COMMITTED, DEPLOY_LOCK, ENGINES_READY
-from ascendctl.deploy.playbook_modules.common import NoArgs
+from ascendctl.deploy.playbook_modules.common import DeployStep, NoArgs
 from ascendctl.deploy.run import DeployRun, now
 from ascendctl.engine.kinds import identity_from_record, kind_named, recorded_spec
 from ascendctl.engine.nodeops import EngineNodeOps
@@ -13,18 +13,14 @@ from ascendctl.transport import quoting
 
 
 @register_module("release_commit")
-class ReleaseCommit(Module):
+class ReleaseCommit(DeployStep):
     """Point `current` at the release on this node (a new link renamed over the old one),
     enable its units at boot, mark it active and record the event in the history."""
 
     needs = (DEPLOY_LOCK, ENGINES_READY)
     provides = (COMMITTED,)
 
-    Args = NoArgs
-
-    def run(self, ctx: ModuleContext, args: NoArgs) -> ModuleResult:
-        run = DeployRun.of(ctx)
-        run.require_no_failure(ctx)
+    def act(self, ctx: ModuleContext, run: DeployRun) -> ModuleResult:
         host = ctx.host
         target = run.target()
         state = run.state(host)

@@ -1,17 +1,18 @@
-"""What the deploy step modules share: argument models and group results."""
+"""What the deploy step modules share: argument models, group results and the gates
+after the switch."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Optional
 
 from pydantic import BaseModel, ConfigDict
 
 from ascendctl.deploy.engines import EngineControl, StepFailed
-from ascendctl.playbook.modules import ModuleContext, ModuleResult
+from ascendctl.deploy.run import DeployRun
+from ascendctl.playbook.modules import Module, ModuleContext, ModuleResult
 
 if TYPE_CHECKING:
-    from ascendctl.deploy.run import DeployRun
     from ascendctl.inventory import Host
 
 
@@ -19,7 +20,22 @@ class NoArgs(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-def engine(ctx: ModuleContext, run: "DeployRun", host: "Host", step: str) -> EngineControl:
+class DeployStep(Module):
+    """A deploy step without arguments that acts on the cluster: it refuses to go on after
+    a failure earlier in the run (the rescue decides then), else `act`s on the run."""
+
+    Args = NoArgs
+
+    def run(self, ctx: ModuleContext, args: NoArgs) -> ModuleResult:
+        run = DeployRun.of(ctx)
+        run.require_no_failure(ctx)
+        return self.act(ctx, run)
+
+    def act(self, ctx: ModuleContext, run: DeployRun) -> ModuleResult:  # pragma: no cover
+        raise NotImplementedError
+
+
+def engine(ctx: ModuleContext, run: DeployRun, host: "Host", step: str) -> EngineControl:
     """The host's engine units, over its connection from this task (seen from its serving
     group: its head, its coordination port)."""
     return EngineControl(run.inv.view_of(host), host, ctx.connection_for(host.name),
@@ -46,3 +62,19 @@ def group_result(names: Iterable[str], done: Mapping[str, ModuleResult],
         return ModuleResult(failed=True, msg=str(failure), per_host=per_host)
     changed = any(r.changed for r in per_host.values())
     return ModuleResult(changed=changed, msg=msg, per_host=per_host)
+
+
+def gate_restarted_heads(ctx: ModuleContext, run: DeployRun,
+                         gate: Callable[[str, "Host"], str], *, nothing_restarted: str,
+                         would: Callable[[str], str]) -> ModuleResult:
+    """A gate after the switch: `gate(group, head)` on each restarted serving group's head
+    returns the head's summary, or raises ModuleError to fail the step. Under --check only
+    `would(heads)` is said, given the heads' names."""
+    groups = run.restarted_groups(ctx.play_hosts)
+    if not groups:
+        return ModuleResult(msg=nothing_restarted)
+    heads = {group: hosts[0] for group, hosts in groups.items()}
+    if ctx.check:
+        return ModuleResult(msg=would(", ".join(head.name for head in heads.values())))
+    return ModuleResult(msg="; ".join(f"{head.name}: {gate(group, head)}"
+                                      for group, head in heads.items()))

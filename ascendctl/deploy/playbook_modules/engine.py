@@ -16,14 +16,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ascendctl.deploy.handoffs import DEPLOY_LOCK, RELEASE_ON_NODES
-from ascendctl.deploy.playbook_modules.common import NoArgs
+from ascendctl.deploy.playbook_modules.common import DeployStep
 from ascendctl.deploy.run import DeployRun
 from ascendctl.engine.identity import EngineError, EngineIdentity
 from ascendctl.engine.kinds import kind_named, kind_of, recorded_spec
 from ascendctl.engine.nodeops import EngineNodeOps
 from ascendctl.engine.present import engine_status, ensure_engine
 from ascendctl.playbook.modules import (
-    Module, ModuleContext, ModuleError, ModuleResult, register_module,
+    ModuleContext, ModuleError, ModuleResult, register_module,
 )
 
 if TYPE_CHECKING:
@@ -32,18 +32,15 @@ if TYPE_CHECKING:
 
 
 @register_module("engine_present")
-class EnginePresent(Module):
+class EnginePresent(DeployStep):
     """Make the release's engine present on the play's hosts (image loaded or venv built
     where missing); refuse, naming the node, when it cannot be."""
 
     needs = (DEPLOY_LOCK, RELEASE_ON_NODES)
 
     runs_on = "controller"
-    Args = NoArgs
 
-    def run(self, ctx: ModuleContext, args: NoArgs) -> ModuleResult:
-        run = DeployRun.of(ctx)
-        run.require_no_failure(ctx)
+    def act(self, ctx: ModuleContext, run: DeployRun) -> ModuleResult:
         hosts = run.hosts(ctx.play_hosts)
         if run.wanted is not None:
             return self._recorded(ctx, run, hosts)

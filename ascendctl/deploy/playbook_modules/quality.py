@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict
 from ascendctl_runtime.layout import ENGINE_UNIT
 
 from ascendctl.deploy.handoffs import ENGINES_READY, NODE_STATES
-from ascendctl.deploy.playbook_modules.common import NoArgs
+from ascendctl.deploy.playbook_modules.common import DeployStep, gate_restarted_heads
 from ascendctl.deploy.run import DeployRun
 from ascendctl.errors import AscendctlError
 from ascendctl.playbook.modules import (
@@ -54,20 +54,19 @@ def _serves(run: DeployRun, head: "Host", release: str) -> bool:
 
 
 @register_module("quality_baseline")
-class QualityBaseline(Module):
+class QualityBaseline(DeployStep):
     """Record the serving release's answers on each head about to switch that has none
     (agreement mode), while it still serves."""
 
     needs = (NODE_STATES,)
 
     runs_on = "controller"
-    Args = NoArgs
 
-    def run(self, ctx: ModuleContext, args: NoArgs) -> ModuleResult:
-        run, spec = _run_and_gate(ctx)
+    def act(self, ctx: ModuleContext, run: DeployRun) -> ModuleResult:
+        inv = ctx.inventory
+        spec = inv.slo.quality
         if spec is None:
             return ModuleResult(msg=NO_GATE)
-        inv = ctx.inventory
         if not spec.agree_with_previous:
             return ModuleResult(msg="the gate checks expected answers: no reference needed")
         target = run.target().release_id
@@ -134,21 +133,11 @@ class QualityGateStep(Module):
         if spec.agree_with_previous and not args.agreement:
             return ModuleResult(msg="agreement with the release it replaces is not asked of "
                                 "a release that passed its gate before")
-        groups = run.restarted_groups(ctx.play_hosts)
-        if not groups:
-            return ModuleResult(msg="nothing was restarted: the serving release passed its "
-                                "gate when it was deployed")
-        target = run.target().release_id
-        if ctx.check:
-            return ModuleResult(msg=f"would gate {target} on "
-                                f"{', '.join(h[0].name for h in groups.values())} "
-                                f"({spec.mode})")
-        passed = []
-        for group, hosts in groups.items():
-            head = hosts[0]
+
+        def gate(group: str, head: "Host") -> str:
+            target = run.target().release_id
             previous = run.previous_of(group)
             say = run.log.sayer(head.name)
-
             try:
                 report = run_quality_gate(
                     inv, target, ctx.connection_for(head.name), node=head,
@@ -161,8 +150,13 @@ class QualityGateStep(Module):
                 for line in failure_lines(report):
                     say(line)
                 raise ModuleError(f"{report.summary()} (record: {report.stored})")
-            passed.append(f"{head.name}: {report.summary()}")
-        return ModuleResult(msg="; ".join(passed))
+            return report.summary()
+
+        return gate_restarted_heads(
+            ctx, run, gate, nothing_restarted="nothing was restarted: the serving release "
+                                              "passed its gate when it was deployed",
+            would=lambda heads: f"would gate {run.target().release_id} on {heads} "
+                                f"({spec.mode})")
 
     @staticmethod
     def _live(ctx: ModuleContext, run: DeployRun, group: str,

@@ -20,13 +20,13 @@ from ascendctl.deploy.handoffs import (
 from ascendctl.deploy.engines import POLL_S, ProbeAnswer, StepFailed
 from ascendctl.deploy.lock import LockLost
 from ascendctl.deploy.nodestate import UnitState
-from ascendctl.deploy.playbook_modules.common import NoArgs, engine, group_result
+from ascendctl.deploy.playbook_modules.common import DeployStep, engine, group_result
 from ascendctl.deploy.release import ENGINE_UNITS
 from ascendctl.deploy.run import DeployRun, SwitchTarget
 from ascendctl.deploy.switchlog import started_record
 from ascendctl.inventory import Host
 from ascendctl.playbook.modules import (
-    Module, ModuleContext, ModuleError, ModuleResult, register_module,
+    ModuleContext, ModuleError, ModuleResult, register_module,
 )
 
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 
 @register_module("engine_stop")
-class EngineStop(Module):
+class EngineStop(DeployStep):
     """Stop the engines of the play's hosts (followers first, then the head) if they do not
     already serve this run's release with its unit files; otherwise touch nothing."""
 
@@ -42,11 +42,8 @@ class EngineStop(Module):
     provides = (RESTART_DECIDED,)
 
     runs_on = "controller"
-    Args = NoArgs
 
-    def run(self, ctx: ModuleContext, args: NoArgs) -> ModuleResult:
-        run = DeployRun.of(ctx)
-        run.require_no_failure(ctx)
+    def act(self, ctx: ModuleContext, run: DeployRun) -> ModuleResult:
         hosts = run.hosts(ctx.play_hosts)
         target = run.target()
         names = [h.name for h in hosts]
@@ -82,18 +79,14 @@ class EngineStop(Module):
 
 
 @register_module("release_units")
-class ReleaseUnits(Module):
+class ReleaseUnits(DeployStep):
     """Install the release's unit files into /etc/systemd/system (daemon-reload if any
     changed), on the hosts that restart."""
 
     needs = (RESTART_DECIDED,)
     provides = (UNITS_INSTALLED,)
 
-    Args = NoArgs
-
-    def run(self, ctx: ModuleContext, args: NoArgs) -> ModuleResult:
-        run = DeployRun.of(ctx)
-        run.require_no_failure(ctx)
+    def act(self, ctx: ModuleContext, run: DeployRun) -> ModuleResult:
         if ctx.host.name not in run.restarting:
             return ModuleResult(msg="no restart: unit files left as they are")
         target = run.target()
@@ -108,7 +101,7 @@ class ReleaseUnits(Module):
 
 
 @register_module("engine_start")
-class EngineStart(Module):
+class EngineStart(DeployStep):
     """Start this host's engine units (in order) and wait until each is up and stays up,
     within the per-rank budget the rendered HCCL_CONNECT_TIMEOUT was sized for. Put the
     head in one play and the followers in a play with `order: rank`."""
@@ -116,11 +109,7 @@ class EngineStart(Module):
     needs = (UNITS_INSTALLED,)
     provides = (ENGINES_STARTED,)
 
-    Args = NoArgs
-
-    def run(self, ctx: ModuleContext, args: NoArgs) -> ModuleResult:
-        run = DeployRun.of(ctx)
-        run.require_no_failure(ctx)
+    def act(self, ctx: ModuleContext, run: DeployRun) -> ModuleResult:
         target = run.target()
         units = target.engine_units.get(ctx.host.name, ())
         if ctx.host.name not in run.restarting:
@@ -168,7 +157,7 @@ def still_up(ctx: ModuleContext, run: DeployRun, hosts: list[Host], step: str, *
 
 
 @register_module("engine_ready")
-class EngineReady(Module):
+class EngineReady(DeployStep):
     """Readiness gate: poll until each restarted serving group's head lists the model on
     /v1/models and a completion answers (within serving.startup_timeout), while every
     restarted rank stays up."""
@@ -177,12 +166,9 @@ class EngineReady(Module):
     provides = (ENGINES_READY,)
 
     runs_on = "controller"
-    Args = NoArgs
     step = "readiness"
 
-    def run(self, ctx: ModuleContext, args: NoArgs) -> ModuleResult:
-        run = DeployRun.of(ctx)
-        run.require_no_failure(ctx)
+    def act(self, ctx: ModuleContext, run: DeployRun) -> ModuleResult:
         hosts = run.restarting_hosts(ctx.play_hosts)
         names = list(ctx.play_hosts)
         if not hosts:
@@ -219,7 +205,7 @@ class EngineReady(Module):
 
 
 @register_module("engine_warmup")
-class EngineWarmup(Module):
+class EngineWarmup(DeployStep):
     """Warm-up: one more completion and a streamed one through the API key on each
     restarted group's head; every restarted rank still runs the process it was started
     with."""
@@ -227,12 +213,9 @@ class EngineWarmup(Module):
     needs = (ENGINES_READY,)
 
     runs_on = "controller"
-    Args = NoArgs
     step = "warm-up"
 
-    def run(self, ctx: ModuleContext, args: NoArgs) -> ModuleResult:
-        run = DeployRun.of(ctx)
-        run.require_no_failure(ctx)
+    def act(self, ctx: ModuleContext, run: DeployRun) -> ModuleResult:
         hosts = run.restarting_hosts(ctx.play_hosts)
         if not hosts:
             return ModuleResult(msg="nothing was restarted")
@@ -253,17 +236,13 @@ class EngineWarmup(Module):
 
 
 @register_module("node_services")
-class NodeServices(Module):
+class NodeServices(DeployStep):
     """Start the exporter and the watchdog of the release (restart those whose unit file
     changed) and enable them, on the hosts that restarted."""
 
     needs = (UNITS_INSTALLED,)
 
-    Args = NoArgs
-
-    def run(self, ctx: ModuleContext, args: NoArgs) -> ModuleResult:
-        run = DeployRun.of(ctx)
-        run.require_no_failure(ctx)
+    def act(self, ctx: ModuleContext, run: DeployRun) -> ModuleResult:
         units = run.target().side_units.get(ctx.host.name, ())
         if ctx.host.name not in run.restarting or not units:
             return ModuleResult(msg="running" if units else "none in this release")

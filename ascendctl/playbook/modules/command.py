@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal, Optional
+from typing import Annotated, Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, field_validator
 
 from ascendctl.playbook.modules.base import (
     Module, ModuleContext, ModuleError, ModuleResult, register_module,
@@ -28,6 +28,17 @@ def _env(value: Optional[dict[str, Any]]) -> Optional[dict[str, str]]:
     return out
 
 
+def _words(value: Any) -> Any:
+    """A YAML list's scalars as strings (`[sleep, 5]` -> `["sleep", "5"]`)."""
+    if isinstance(value, list):
+        return [v if isinstance(v, str) else str(v) for v in value]
+    return value
+
+
+# `env:` of a command or script: variable names checked, values as strings
+Environment = Annotated[Optional[dict[str, Any]], AfterValidator(_env)]
+
+
 @register_module("command")
 class Command(Module):
     """Run a program with arguments; no shell is involved, so nothing is interpreted.
@@ -45,16 +56,12 @@ class Command(Module):
         argv: list[str]
         chdir: Optional[str] = None
         stdin: Optional[str] = None
-        env: Optional[dict[str, Any]] = None
+        env: Environment = None
 
         @field_validator("argv", mode="before")
         @classmethod
         def _split(cls, value: Any) -> Any:
-            if isinstance(value, str):
-                return split_command(value)
-            if isinstance(value, list):
-                return [v if isinstance(v, str) else str(v) for v in value]
-            return value
+            return split_command(value) if isinstance(value, str) else _words(value)
 
         @field_validator("argv")
         @classmethod
@@ -62,11 +69,6 @@ class Command(Module):
             if not value:
                 raise ValueError("empty command")
             return value
-
-        @field_validator("env")
-        @classmethod
-        def check_env(cls, value: Optional[dict[str, Any]]) -> Optional[dict[str, str]]:
-            return _env(value)
 
     @classmethod
     def normalize(cls, value: Any) -> Any:
@@ -98,23 +100,11 @@ class Shell(Module):
 
     class Args(_Args):
         cmd: str
-        args: list[str] = []
+        args: Annotated[list[str], BeforeValidator(_words)] = []
         executable: Literal["sh", "bash"] = "sh"
         chdir: Optional[str] = None
         stdin: Optional[str] = None
-        env: Optional[dict[str, Any]] = None
-
-        @field_validator("args", mode="before")
-        @classmethod
-        def _args(cls, value: Any) -> Any:
-            if isinstance(value, list):
-                return [v if isinstance(v, str) else str(v) for v in value]
-            return value
-
-        @field_validator("env")
-        @classmethod
-        def check_env(cls, value: Optional[dict[str, Any]]) -> Optional[dict[str, str]]:
-            return _env(value)
+        env: Environment = None
 
     @staticmethod
     def check_at_load(args: dict[str, Any], templar: Templar) -> None:
