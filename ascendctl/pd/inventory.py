@@ -27,6 +27,7 @@ from ascendctl.pd.layout import (
 from ascendctl.pd.rules import Finding, check_layout, refusals
 
 OWNER_GATEWAY = "gateway (nginx, serving.proxy)"
+PORT_OVERLAP = "pd.port-overlap"
 
 
 def default_kv_port(npus_per_node: int) -> int:
@@ -186,13 +187,26 @@ _NODE = re.compile(r"\bnode (\d+)\b")
 
 def inventory_findings(inv: Inventory) -> list[Finding]:
     """Every rule's findings over every serving group, each `node N` named by its host."""
+    written = {dotted(path) for path in inv.source.lines}
     found: list[Finding] = []
     for unit, layout in unit_layouts(inv).items():
         names = [h.name for role in ROLES for h in role_hosts(inv, unit, role)]
         for finding in check_layout(layout):
-            found.append(dataclasses.replace(finding,
+            where = finding.where
+            if finding.rule == PORT_OVERLAP and where.field not in written:
+                where = _written_owner(layout, where, written)
+            found.append(dataclasses.replace(finding, where=where,
                                              message=_with_hosts(finding.message, names)))
     return found
+
+
+def _written_owner(layout: PdLayout, where: Where, written: set[str]) -> Where:
+    """For two owners of one port, the one the inventory spells out (a default has no
+    line of its own to point at)."""
+    for overlap in ledger.overlaps(layout):
+        if overlap.second.where == where and overlap.first.where.field in written:
+            return overlap.first.where
+    return where
 
 
 def _with_hosts(message: str, names: list[str]) -> str:
