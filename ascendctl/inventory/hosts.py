@@ -228,7 +228,7 @@ class Inventory:
         hosts = [h for h in self.hosts if host is None or h.name == host]
         if host is not None and not hosts:
             self.host(host)  # raises with the list of names
-        return {
+        shown: dict[str, Any] = {
             "inventory": str(self.path),
             "cluster": dump(self.cluster) | {"hbm_per_npu_gib": self.cluster.hbm_per_npu_gib},
             "model": dump(self.model),
@@ -255,3 +255,8 @@ class Inventory:
             ],
             "custom": self.custom,
         }
+        if self.pd is not None:          # a PD inventory: the section and each host's side
+            shown["pd"] = dump(self.pd)
+            for shown_host, h in zip(shown["hosts"], hosts):
+                shown_host["pd_role"] = h.pd_role
+        return shown
