@@ -16,14 +16,14 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Optional
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
 from ascendctl.errors import InputError
 from ascendctl.inventory import validators as check
 from ascendctl.inventory.hosts import Host, Inventory, ServingGroup
-from ascendctl.inventory.model import MAX_TOKENS, Section, ServingSpec
+from ascendctl.inventory.model import EngineArgsSection, Section, ServingSpec
 
 if TYPE_CHECKING:
     from ascendctl.inventory.yamlsrc import YamlPath
@@ -40,6 +40,18 @@ Connector = Literal["MooncakeConnectorV1", "MooncakeLayerwiseConnector", "NixlCo
                     "SharedStorageConnector", "ExampleConnector"]
 
 _HOST_PATTERN = re.compile(r"[A-Za-z0-9_.*?\[\]:,!&-]{1,200}")
+
+
+def _host_pattern(value: str) -> str:
+    return check.fullmatch(_HOST_PATTERN, value, "must be a group, host name or pattern (letters, "
+                           "digits, '.', '_', '-', wildcards and ':' '!' '&' ',')")
+
+
+# `pd.<side>.hosts`: a group, host name or pattern, as --limit takes them
+HostPattern = Annotated[str, AfterValidator(_host_pattern)]
+EngineId = Annotated[str, AfterValidator(check.name)]
+AbsolutePath = Annotated[str, AfterValidator(check.absolute_path)]
+
 # the serving fields a part may set for itself (the rest are the unit's)
 ROLE_SERVING_FIELDS = (
     "tensor_parallel_size", "data_parallel_size", "data_parallel_size_local",
@@ -49,19 +61,27 @@ ROLE_SERVING_FIELDS = (
 )
 
 
-class PdRoleSpec(Section):
+def _serving_bounds(name: str, default: Any = None) -> Any:
+    """A side's field for serving field NAME: ServingSpec's bounds on it, and DEFAULT (None:
+    the unit's value; `...`: the side must set it)."""
+    bounds = {key: getattr(limit, key) for limit in ServingSpec.model_fields[name].metadata
+              for key in ("gt", "ge", "lt", "le") if hasattr(limit, key)}
+    return Field(default, **bounds)
+
+
+class PdRoleSpec(EngineArgsSection):
     """One side of a PD unit: its hosts, its layout, what it sets differently."""
 
-    hosts: Optional[str] = None          # a group or pattern; default: the group named as the role
-    tensor_parallel_size: int = Field(ge=1, le=128)
-    data_parallel_size: int = Field(ge=1, le=256)
-    data_parallel_size_local: Optional[int] = Field(default=None, ge=1, le=16)
-    api_server_count: Optional[int] = Field(default=None, ge=1, le=64)
-    port: Optional[int] = Field(default=None, ge=1, le=65535)
-    data_parallel_rpc_port: Optional[int] = Field(default=None, ge=1, le=65535)
-    max_num_seqs: Optional[int] = Field(default=None, ge=1, le=65536)
-    max_num_batched_tokens: Optional[int] = Field(default=None, ge=16, le=MAX_TOKENS)
-    gpu_memory_utilization: Optional[float] = Field(default=None, gt=0.05, le=0.99)
+    hosts: Optional[HostPattern] = None  # default: the group named as the role
+    tensor_parallel_size: int = _serving_bounds("tensor_parallel_size", ...)
+    data_parallel_size: int = _serving_bounds("data_parallel_size", ...)
+    data_parallel_size_local: Optional[int] = _serving_bounds("data_parallel_size_local")
+    api_server_count: Optional[int] = _serving_bounds("api_server_count")
+    port: Optional[int] = _serving_bounds("port")
+    data_parallel_rpc_port: Optional[int] = _serving_bounds("data_parallel_rpc_port")
+    max_num_seqs: Optional[int] = _serving_bounds("max_num_seqs")
+    max_num_batched_tokens: Optional[int] = _serving_bounds("max_num_batched_tokens")
+    gpu_memory_utilization: Optional[float] = _serving_bounds("gpu_memory_utilization")
     enforce_eager: Optional[bool] = None
     enable_prefix_caching: Optional[bool] = None
     speculative_config: Optional[dict[str, Any]] = None
@@ -70,32 +90,7 @@ class PdRoleSpec(Section):
     extra_args: list[str] = []           # after serving.extra_args
     env: dict[str, Any] = {}             # over serving.env
     kv_port: Optional[int] = Field(default=None, ge=1, le=65535)   # default: derived
-    engine_id: Optional[str] = None      # default: derived, one per node
-
-    @field_validator("hosts")
-    @classmethod
-    def _hosts(cls, value: Optional[str]) -> Optional[str]:
-        if value is not None and not _HOST_PATTERN.fullmatch(value):
-            raise ValueError("must be a group, host name or pattern (letters, digits, "
-                             "'.', '_', '-', wildcards and ':' '!' '&' ',')")
-        return value
-
-    @field_validator("extra_args")
-    @classmethod
-    def _args(cls, value: list[str]) -> list[str]:
-        for arg in value:
-            check.text(arg)
-        return value
-
-    @field_validator("env", mode="before")
-    @classmethod
-    def _env(cls, value: Any) -> Any:
-        return check.environment(value) if isinstance(value, dict) else value
-
-    @field_validator("engine_id")
-    @classmethod
-    def _engine_id(cls, value: Optional[str]) -> Optional[str]:
-        return None if value is None else check.name(value)
+    engine_id: Optional[EngineId] = None     # default: derived, one per node
 
     @property
     def dp_local(self) -> int:
@@ -107,14 +102,9 @@ class PdSpec(Section):
 
     connector: Connector = "MooncakeConnectorV1"
     kv_buffer_device: Optional[Literal["npu", "cpu"]] = None   # default: the connector's
-    shared_storage_path: Optional[str] = None   # SharedStorageConnector / ExampleConnector
+    shared_storage_path: Optional[AbsolutePath] = None   # SharedStorageConnector / ExampleConnector
     prefill: PdRoleSpec
     decode: PdRoleSpec
-
-    @field_validator("shared_storage_path")
-    @classmethod
-    def _path(cls, value: Optional[str]) -> Optional[str]:
-        return None if value is None else check.absolute_path(value)
 
     @model_validator(mode="after")
     def _storage(self) -> "PdSpec":
