@@ -16,6 +16,7 @@ import ascendctl.engine.kinds  # noqa: F401  (registers the engine kinds with th
 from ascendctl.drift import refuse_option_drift
 from ascendctl.inventory import Inventory
 from ascendctl.inventory import load_inventory as parse_inventory
+from ascendctl.pd.inventory import refuse_pd_rules
 
 
 def load_inventory(path: str | os.PathLike[str], *, check_files: bool = True) -> Inventory:
@@ -23,4 +24,5 @@ def load_inventory(path: str | os.PathLike[str], *, check_files: bool = True) ->
     file, line and field otherwise)."""
     inventory = parse_inventory(path, check_files=check_files)
     refuse_option_drift(inventory)
+    refuse_pd_rules(inventory)
     return inventory

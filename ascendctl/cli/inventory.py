@@ -26,9 +26,10 @@ def check(inventory: Path = inventory_option(), as_json: bool = json_option()) -
     from ascendctl.console import print_json
     from ascendctl.drift import option_warnings
     from ascendctl.load import load_inventory
+    from ascendctl.pd.inventory import pd_warnings
 
     inv = load_inventory(inventory)
-    warnings = option_warnings(inv)
+    warnings = option_warnings(inv) + pd_warnings(inv)
     if as_json:
         print_json({"ok": True, "inventory": str(inv.path), "hosts": inv.host_names,
                     "warnings": warnings})

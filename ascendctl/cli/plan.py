@@ -36,6 +36,9 @@ def plan(inventory: Path = inventory_option(),
     warnings = option_warnings(inv)
     for warning in warnings if not as_json else ():
         typer.echo(f"warning: {warning}", err=True)
+    if inv.pd is not None:
+        _plan_pd(inv, model_config, as_json, warnings)
+        return
     result = plan_inventory(inv, model_config_path=model_config)
     rec = result.recommended
     flags = {}
@@ -58,6 +61,22 @@ def plan(inventory: Path = inventory_option(),
                           + shlex.join(flags["recommended"]), markup=False, soft_wrap=True)
     if not result.requested.fits:
         raise PlanRefused(refusal_message(result), result)
+
+
+def _plan_pd(inv, model_config: Optional[Path], as_json: bool, warnings: list[str]) -> None:
+    """Each side of a PD inventory planned on its own (ascendctl/plan/pd_plan.py)."""
+    from ascendctl.console import get_console, print_json
+    from ascendctl.plan.pd_plan import plan_pd, print_pd_plan, refusal
+    from ascendctl.plan.planner import PlanRefused
+
+    sides = plan_pd(inv, model_config_path=model_config)
+    if as_json:
+        print_json({"pd": {side.role: side.as_dict() for side in sides},
+                    "option_warnings": warnings})
+    else:
+        print_pd_plan(sides, get_console())
+    if not all(side.fits for side in sides):
+        raise PlanRefused(refusal(sides), next(s.plan for s in sides if not s.fits))
 
 
 def register(root: typer.Typer) -> None:

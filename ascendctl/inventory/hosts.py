@@ -14,7 +14,7 @@ import dataclasses
 import fnmatch
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ascendctl.errors import InputError
 from ascendctl.inventory.container_safety import unsafe_uses
@@ -24,6 +24,9 @@ from ascendctl.inventory.model import (
     ClusterSpec, DeploySpec, ModelSpec, ServingSpec, SloSpec, SshSpec, VersionsSpec,
 )
 from ascendctl.inventory.yamlsrc import SourceMap
+
+if TYPE_CHECKING:
+    from ascendctl.inventory.pd import PdSpec
 
 SINGLE_GROUP = "all"   # the serving group of an inventory that marks none
 
@@ -45,6 +48,7 @@ class Host:
     env: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
     custom: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
     serving_group: str = SINGLE_GROUP   # the serving group (replica) this host belongs to
+    pd_role: str | None = None          # prefill | decode in a PD inventory (inventory/pd.py)
 
     @property
     def is_head(self) -> bool:
@@ -82,6 +86,7 @@ class Inventory:
     # empty only for inventories built by hand in tests: then one group of every host
     serving_groups: tuple[ServingGroup, ...] = ()
     gateway_name: str | None = None    # the host running the proxy (serving.proxy)
+    pd: PdSpec | None = None           # prefill/decode disaggregation (inventory/pd.py)
 
     def __post_init__(self) -> None:
         if not self.serving_groups and self.hosts:
@@ -223,7 +228,7 @@ class Inventory:
         hosts = [h for h in self.hosts if host is None or h.name == host]
         if host is not None and not hosts:
             self.host(host)  # raises with the list of names
-        return {
+        shown: dict[str, Any] = {
             "inventory": str(self.path),
             "cluster": dump(self.cluster) | {"hbm_per_npu_gib": self.cluster.hbm_per_npu_gib},
             "model": dump(self.model),
@@ -250,3 +255,8 @@ class Inventory:
             ],
             "custom": self.custom,
         }
+        if self.pd is not None:          # a PD inventory: the section and each host's side
+            shown["pd"] = dump(self.pd)
+            for shown_host, h in zip(shown["hosts"], hosts):
+                shown_host["pd_role"] = h.pd_role
+        return shown

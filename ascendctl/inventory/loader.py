@@ -22,6 +22,7 @@ from ascendctl.inventory.excerpt import bounded, excerpt
 from ascendctl.inventory.hosts import SINGLE_GROUP, Host, Inventory, ServingGroup
 from ascendctl.inventory.inputfile import non_regular, shown_path
 from ascendctl.inventory.known_hosts import check_known_hosts_file, known_hosts_path
+from ascendctl.inventory.pd import PdSpec, resolve_pd
 from ascendctl.inventory.quality import check_quality_inventory
 from ascendctl.inventory.model import (
     ClusterSpec, DeploySpec, HostSpec, ModelSpec, NAME_RE, Section, ServingSpec, SloSpec,
@@ -43,7 +44,10 @@ CLUSTER_SECTIONS: dict[str, type[BaseModel]] = {
     "deploy": DeploySpec,
     "slo": SloSpec,
     "engine": EngineSpec,
+    "pd": PdSpec,
 }
+# sections that are None when the file leaves them out
+OPTIONAL_SECTIONS = ("pd",)
 GROUP_VAR_KEYS = ("ssh", "custom")
 ALL_VAR_KEYS = tuple(CLUSTER_SECTIONS) + GROUP_VAR_KEYS
 # `serving_group: true` in a child group's vars: the group is one replica of the model
@@ -117,14 +121,17 @@ class _Builder:
         if check_files:
             self.check_controller_files(hosts)
         groups = self.finish_groups(hosts)
-        return Inventory(
+        inventory = Inventory(
             path=self.path, cluster=sections["cluster"], model=sections["model"],
             serving=sections["serving"], versions=sections["versions"],
             deploy=sections["deploy"], slo=sections["slo"], hosts=tuple(hosts),
             groups=groups, source=self.source, engine=sections["engine"],
             custom=dict(self.all_vars.get("custom") or {}),
-            serving_groups=serving_groups, gateway_name=gateway,
+            serving_groups=serving_groups, gateway_name=gateway, pd=sections["pd"],
         )
+        if inventory.pd is not None:
+            inventory = resolve_pd(inventory, self.fail, self.source.lines, self.host_path)
+        return inventory
 
     def walk_group(self, name: str, group: Any, path: YamlPath, parents: list[str],
                    ssh_layers: list[tuple[YamlPath, dict[str, Any]]],
@@ -237,6 +244,9 @@ class _Builder:
         base = ("all", "vars")
         for key, model in CLUSTER_SECTIONS.items():
             value = self.all_vars.get(key)
+            if value is None and key in OPTIONAL_SECTIONS:
+                sections[key] = None
+                continue
             if value is None:
                 if key in ("cluster", "model"):
                     raise self.fail(f"missing section `{key}` under all.vars", base)
@@ -490,7 +500,8 @@ class _Builder:
                 if host.super_pod_id is None or host.super_device_ids is None:
                     raise self.fail("A3 (rank table 1.2) needs super_pod_id and "
                                     "super_device_ids on every host", self.host_path(host))
-        self.check_layout(size, cluster, serving)
+        if sections["pd"] is None:      # a PD inventory's sides are checked by resolve_pd
+            self.check_layout(size, cluster, serving)
         self.check_ports(hosts, serving, sections["deploy"], size)
 
     def check_ports(self, hosts: list[Host], serving: ServingSpec, deploy: DeploySpec,

@@ -210,7 +210,26 @@ class HealthSpec(Section):
     token: Optional[SecretRef] = None        # signs the plan; default: derived from api_key
 
 
-class ServingSpec(Section):
+class EngineArgsSection(Section):
+    """A section that passes `extra_args` and `env` to the engine (`serving:`, and each side
+    of `pd:`): the checks both fields get wherever they are set. The subclass declares the
+    fields (and their place in the section)."""
+
+    @field_validator("extra_args", check_fields=False)
+    @classmethod
+    def _args(cls, value: list[str]) -> list[str]:
+        # flags for `vllm serve` (after the model operand): dashes are the point here
+        for arg in value:
+            check.text(arg)
+        return value
+
+    @field_validator("env", mode="before", check_fields=False)
+    @classmethod
+    def _env(cls, value: Any) -> Any:
+        return check.environment(value) if isinstance(value, dict) else value
+
+
+class ServingSpec(EngineArgsSection):
     mode: Literal["dp", "mp", "ray"] = "mp"
     port: int = Field(default=8000, ge=1, le=65535)
     tensor_parallel_size: int = Field(default=1, ge=1, le=128)
@@ -246,19 +265,6 @@ class ServingSpec(Section):
     # environment only when this is true (e.g. for a plugin that still reads it).
     export_rank_table: bool = False
     health: HealthSpec = HealthSpec()
-
-    @field_validator("extra_args")
-    @classmethod
-    def _args(cls, value: list[str]) -> list[str]:
-        # flags for `vllm serve` (after the model operand): dashes are the point here
-        for arg in value:
-            check.text(arg)
-        return value
-
-    @field_validator("env", mode="before")
-    @classmethod
-    def _env(cls, value: Any) -> Any:
-        return check.environment(value) if isinstance(value, dict) else value
 
     @field_validator("engine")
     @classmethod

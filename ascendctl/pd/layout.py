@@ -32,10 +32,13 @@ _HYBRID_MODEL = re.compile(r"qwen3[._-]?5|qwen3[._-]?6|qwen3[._-]?next", re.IGNO
 
 @dataclass(frozen=True)
 class Where:
-    """A place in an input file (line 1-based; None when only the file is known)."""
+    """A place in an input file (line 1-based; None when only the file is known).
+    `field`: the input's own name for the value, where it differs from the rule's (an
+    inventory's `pd.decode.kv_port` for `kv_transfer_config.kv_port`)."""
 
     file: str
     line: int | None = None
+    field: str | None = None
 
     def __str__(self) -> str:
         return f"{self.file}:{self.line}" if self.line else self.file
@@ -173,6 +176,17 @@ class ProxySpec:
 
 
 @dataclass(frozen=True)
+class Listener:
+    """A port another process of the deployment holds on a node (an inventory's gateway)."""
+
+    node: int
+    owner: str
+    port: int
+    where: Where
+    field: str
+
+
+@dataclass(frozen=True)
 class PdLayout:
     """A PD unit: every node of both sides, the proxy, and where the layout was read."""
 
@@ -183,6 +197,7 @@ class PdLayout:
     where: Mapping[str, Where] = field(default_factory=dict)
     proxy: ProxySpec | None = None
     exporter_port: int | None = None
+    listeners: tuple[Listener, ...] = ()
 
     @property
     def hybrid_model(self) -> bool:

@@ -10,7 +10,8 @@ What a node holds (vllm-ascend v0.25.1rc1):
 - AscendDirectTransport (the HIXL/ascend_direct transfer engine): random ports in
   `[20000, 20000 + 1000 × NPUs per node)` (pd_disaggregation_mooncake_multi_node.md);
 - the project's metrics exporter, when the layout names its port;
-- the PD proxy on its node.
+- the PD proxy on its node;
+- any other listener the layout names (an inventory's gateway).
 """
 
 from __future__ import annotations
@@ -83,6 +84,10 @@ def node_ledger(layout: PdLayout, node: NodeLaunch) -> list[PortUse]:
     if proxy is not None and proxy.port is not None and proxy.node == node.index:
         uses.append(PortUse(OWNER_PROXY, range(proxy.port, proxy.port + 1), proxy.where,
                             "proxy --port"))
+    for listener in layout.listeners:
+        if listener.node == node.index:
+            uses.append(PortUse(listener.owner, range(listener.port, listener.port + 1),
+                                listener.where, listener.field))
     return uses
 
 

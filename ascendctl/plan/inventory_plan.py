@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,9 @@ from ascendctl.plan.hbm import usable_total
 from ascendctl.plan.layout import Layout
 from ascendctl.plan.modelcfg import ModelConfig, load_model_config
 from ascendctl.plan.pagerules import RuleChoice, rule_for
-from ascendctl.plan.planner import Plan, PlanRefused, Workload, make_plan, refusal_message
+from ascendctl.plan.planner import (
+    KvDemand, Plan, PlanRefused, Workload, make_plan, refusal_message,
+)
 from ascendctl.plan.pp_split import PARTITION_ENV
 
 MTP_METHODS = ("mtp",)
@@ -105,10 +108,13 @@ def requested_layout(inv: Inventory) -> Layout:
 
 
 def plan_inventory(inv: Inventory, *, model_config: ModelConfig | None = None,
-                   model_config_path: str | os.PathLike[str] | None = None) -> Plan:
-    """Plan the inventory's own layout, rank the alternatives, never raise on a misfit."""
+                   model_config_path: str | os.PathLike[str] | None = None,
+                   kv_demand: KvDemand = "max_num_seqs") -> Plan:
+    """Plan the inventory's own layout, rank the alternatives, never raise on a misfit.
+    `kv_demand`: what the KV cache must hold at once (Workload.kv_demand)."""
     cfg = model_config or resolve_model_config(inv, model_config_path)
-    plan = make_plan(cfg, requested_layout(inv), workload(inv))
+    work = dataclasses.replace(workload(inv), kv_demand=kv_demand)
+    plan = make_plan(cfg, requested_layout(inv), work)
     plan.requested.warnings.extend(scope_warnings(inv))
     return plan
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from ascendctl.errors import AscendctlError
 from ascendctl.exitcodes import Exit
@@ -15,6 +15,9 @@ from ascendctl.plan.pagerules import UPSTREAM, RuleChoice
 from ascendctl.plan.pp_split import PartitionError, stage_ranges
 from ascendctl.plan.quant import WeightFormat, weight_format
 from ascendctl.plan.weights import stage_weight_bytes, total_params
+
+
+KvDemand = Literal["max_num_seqs", "max_num_batched_tokens"]
 
 
 @dataclass(frozen=True)
@@ -36,10 +39,21 @@ class Workload:
     chip: str = ""
     page_rule: RuleChoice = RuleChoice(UPSTREAM, "vllm", None, True)
     prefix_caching: bool = False     # serving.enable_prefix_caching: true
+    # what the KV cache must hold at once: max_num_seqs whole sequences (a serving or decode
+    # engine), or one step of max_num_batched_tokens (a PD prefill engine, whose KV leaves
+    # for the decode side once computed)
+    kv_demand: KvDemand = "max_num_seqs"
 
     @property
     def hbm_bytes(self) -> int:
         return self.hbm.total_bytes
+
+    @property
+    def sequences_needed(self) -> int:
+        """Whole sequences of max_model_len the KV cache must hold (kv_demand)."""
+        if self.kv_demand == "max_num_batched_tokens":
+            return -(-self.max_num_batched_tokens // self.max_model_len)
+        return self.max_num_seqs
 
     @property
     def budget_bytes(self) -> int:
@@ -240,11 +254,15 @@ def _judge(plan: LayoutPlan, cfg: ModelConfig) -> None:
                 f"{where}: KV budget {gib(stage.kv_budget)} cannot hold one sequence of "
                 f"{work.max_model_len} tokens ({gib(stage.sequence['total'])}); vLLM "
                 "refuses to start")
-        elif stage.max_seqs < work.max_num_seqs:
+        elif stage.max_seqs < work.sequences_needed:
+            demand = f"max_num_seqs {work.max_num_seqs}" \
+                if work.kv_demand == "max_num_seqs" else \
+                f"the {work.sequences_needed} that one step of max_num_batched_tokens " \
+                f"{work.max_num_batched_tokens} fills"
             plan.problems.append(
                 f"{where}: KV budget {gib(stage.kv_budget)} holds {stage.max_seqs} sequence{'s' if stage.max_seqs != 1 else ''} "
                 f"of {work.max_model_len} tokens ({gib(stage.sequence['total'])} each), fewer "
-                f"than max_num_seqs {work.max_num_seqs}")
+                f"than {demand}")
     if cfg.max_position_embeddings and work.max_model_len > cfg.max_position_embeddings:
         plan.warnings.append(f"max_model_len {work.max_model_len} exceeds the model's "
                              f"max_position_embeddings {cfg.max_position_embeddings}")

@@ -18,6 +18,7 @@ from ascendctl_runtime.nodeutil import host_port
 from ascendctl.errors import InputError
 from ascendctl.facts.versions import parse_version, try_parse_version
 from ascendctl.inventory import Host, Inventory
+from ascendctl.pd.inventory import kv_transfer_args
 from ascendctl.releases.scope import pinned_release, tutorial_for
 from ascendctl.plan.flags import engine_flags
 from ascendctl.plan.inventory_plan import requested_layout
@@ -82,7 +83,7 @@ def engine_argv(inv: Inventory, host: Host, release: str, *,
         if not host.is_head:
             return None
         argv += ["--distributed-executor-backend", "ray"]
-    return argv + common
+    return argv + common + kv_transfer_args(inv, host)
 
 
 def ray_argv(inv: Inventory, host: Host) -> list[str] | None:

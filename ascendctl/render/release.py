@@ -18,6 +18,7 @@ from ascendctl.engine.identity import EngineIdentity
 from ascendctl.engine.kinds import kind_of
 from ascendctl.errors import InputError
 from ascendctl.inventory import Host, Inventory
+from ascendctl.inventory.pd import launch_views
 from ascendctl.plan.inventory_plan import resolve_model_config
 from ascendctl.render import health, prometheus, proxy, timeouts
 from ascendctl.render.engine import (
@@ -177,8 +178,9 @@ def render_release(inv: Inventory, *, release_id: str,
     dtype = detect_checkpoint_dtype(inv) if checkpoint_dtype is ... else checkpoint_dtype
     engine = engine or preview_identity(inv)
     rendered: dict[str, list[RenderedFile]] = {}
-    for view in inv.group_views():
-        # each serving group: its own rank table, head address, supervisor
+    for view in launch_views(inv):
+        # each serving group (in PD, each side of one): its own rank table, head
+        # address, supervisor
         table = rank_table_json(build_rank_table(view, device_ips=device_ips))
         for host in view.hosts:
             rendered[host.name] = render_node(view, host, release_id=release_id,
