@@ -23,7 +23,7 @@ HEALTH_OK, HEALTH_ALARM = (text for _, text in sections("npu-smi_info_t_health.t
 ECC_910B = section("npu-smi_info_t_ecc.txt", ("===",), "910B constructed")
 COMMON = body("npu-smi_info_t_common_910B.txt")
 LINK_UP = next(l for l in body("hccn_tool_a2_checks_mindie_doc.txt").splitlines() if l.startswith("link status:"))
-LINK_DOWN = re.search(r'"(link status: DOWN)"', body("hccn_tool_910B_source_format_strings.txt")).group(1)
+LINK_DOWN = re.findall(r'"(link status: DOWN)"', body("hccn_tool_910B_source_format_strings.txt"))[0]
 LINK_STAT_0 = section("hccn_tool_link_stat.txt", ("/usr/local/Ascend/driver/tools/hccn_tool", "# ---"), "-i 0 ")
 EI0013_LINE = section("fault_log_lines.txt", ("===",), "#7384")
 
