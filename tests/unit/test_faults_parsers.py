@@ -59,17 +59,6 @@ def test_health_source_format_950_key():
     assert parse_health("\t%-30s : %s\n" % ("Health", "Critical")).status == "Critical"
 
 
-@pytest.mark.parametrize("text,message", [
-    ("\tHealth Status                  : Fine\n", "none of OK"),
-    ("\tHealth Status                  : Alarm\n\tError Code                     : 8C03A000 ZZZZ\n", "'ZZZZ' is not 4 to 8 hex"),
-    ("\tError Code                     : NA\n", "no 'Health Status' line"),
-    ("\tHealth Status : OK\n\tHealth Status : OK\n", "a second health status"),
-])
-def test_health_refuses_what_it_does_not_know(text, message):
-    with pytest.raises(FaultParseError, match=message):
-        parse_health(text)
-
-
 # --- npu-smi info -t ecc -----------------------------------------------------------------
 
 ECC = "npu-smi_info_t_ecc.txt"
@@ -90,17 +79,6 @@ def test_ecc_910b_counters_single_and_multi_bit_apart():
 def test_ecc_first_generation_ddr_lines_are_not_hbm():
     reading = parse_ecc(section(ECC, ("===",), "MindCluster doc"))
     assert (reading.single_bit, reading.multi_bit) == (0, 0)
-
-
-@pytest.mark.parametrize("text,message", [
-    ("\tHBM Single Bit Error Count               : 3\n", "no 'HBM Double Bit Error Count' line"),
-    ("\tHBM Single Bit Error Count : -1\n\tHBM Double Bit Error Count : 0\n", "is not a count"),
-    ("\tHBM Single Bit Error Count : " + "9" * 30 + "\n\tHBM Double Bit Error Count : 0\n", "is not a count"),
-    ("This device does not support querying ecc.\n", "does not support querying"),
-])
-def test_ecc_refuses_what_it_does_not_know(text, message):
-    with pytest.raises(FaultParseError, match=message):
-        parse_ecc(text)
 
 
 # --- temperature --------------------------------------------------------------------------
@@ -172,16 +150,36 @@ def test_link_stat_no_records_na_form():
     assert parse_link_stat(text).records == ()
 
 
-@pytest.mark.parametrize("text,message", [
-    ("", "no '\\[devid N\\]' line"),
-    ("[devid 0]current time : x\n[devid 1]link up count : 2\n", "device 1 after device 0"),
-    ("[devid 0]current time : x\n", "no 'link up count' line"),
-    ("[devid 0]current time : x\n[devid 0]link up count : many\n", "is not a count"),
-    ("[devid 0]bogus : 1\n", "unknown line"),
-])
-def test_link_stat_refuses_what_it_does_not_know(text, message):
+# --- what each parser refuses, with the message that says why ---------------------------
+
+REFUSALS = {
+    parse_health: [
+        ("\tHealth Status                  : Fine\n", "none of OK"),
+        ("\tHealth Status                  : Alarm\n\tError Code                     : 8C03A000 ZZZZ\n", "'ZZZZ' is not 4 to 8 hex"),
+        ("\tError Code                     : NA\n", "no 'Health Status' line"),
+        ("\tHealth Status : OK\n\tHealth Status : OK\n", "a second health status"),
+    ],
+    parse_ecc: [
+        ("\tHBM Single Bit Error Count               : 3\n", "no 'HBM Double Bit Error Count' line"),
+        ("\tHBM Single Bit Error Count : -1\n\tHBM Double Bit Error Count : 0\n", "is not a count"),
+        ("\tHBM Single Bit Error Count : " + "9" * 30 + "\n\tHBM Double Bit Error Count : 0\n", "is not a count"),
+        ("This device does not support querying ecc.\n", "does not support querying"),
+    ],
+    parse_link_stat: [
+        ("", "no '\\[devid N\\]' line"),
+        ("[devid 0]current time : x\n[devid 1]link up count : 2\n", "device 1 after device 0"),
+        ("[devid 0]current time : x\n", "no 'link up count' line"),
+        ("[devid 0]current time : x\n[devid 0]link up count : many\n", "is not a count"),
+        ("[devid 0]bogus : 1\n", "unknown line"),
+    ],
+}
+
+
+@pytest.mark.parametrize("parse,text,message",
+                         [(parse, text, message) for parse, rows in REFUSALS.items() for text, message in rows])
+def test_parsers_refuse_what_they_do_not_know(parse, text, message):
     with pytest.raises(FaultParseError, match=message):
-        parse_link_stat(text)
+        parse(text)
 
 
 # --- log codes ----------------------------------------------------------------------------

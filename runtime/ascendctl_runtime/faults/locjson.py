@@ -9,7 +9,7 @@ from __future__ import annotations
 import bisect
 import json.decoder
 import re
-from typing import Any, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Tuple
 
 MAX_CHARS = 1024 * 1024
 MAX_DEPTH = 32
@@ -75,13 +75,26 @@ class _Parser:
         except json.JSONDecodeError as err:
             raise self.fail(err.pos, err.msg) from None
 
+    def members(self, pos: int, close: str, member: Callable[[int], int]) -> int:
+        """The members of an object or array, from just after its opening bracket to CLOSE:
+        MEMBER(pos) reads one and returns the position after it. Returns the position after
+        CLOSE."""
+        pos = self.skip(pos)
+        if self.text.startswith(close, pos):
+            return pos + 1
+        while True:
+            pos = self.skip(member(pos))
+            if self.text.startswith(close, pos):
+                return pos + 1
+            if not self.text.startswith(",", pos):
+                raise self.fail(pos, f"expected ',' or '{close}'")
+            pos = self.skip(pos + 1)
+
     def object(self, pos: int, depth: int) -> Tuple[LocatedObject, int]:
         out = LocatedObject()
         out.line, out.key_lines = self.line(pos), {}
-        pos = self.skip(pos + 1)
-        if self.text.startswith("}", pos):
-            return out, pos + 1
-        while True:
+
+        def member(pos: int) -> int:
             if not self.text.startswith('"', pos):
                 raise self.fail(pos, "expected a key in double quotes")
             key_pos = pos
@@ -93,31 +106,21 @@ class _Parser:
                 raise self.fail(pos, "expected ':' after the key")
             value, pos = self.value(self.skip(pos + 1), depth + 1)
             out[key], out.key_lines[key] = value, self.line(key_pos)
-            pos = self.skip(pos)
-            if self.text.startswith("}", pos):
-                return out, pos + 1
-            if not self.text.startswith(",", pos):
-                raise self.fail(pos, "expected ',' or '}'")
-            pos = self.skip(pos + 1)
+            return pos
+
+        return out, self.members(pos + 1, "}", member)
 
     def array(self, pos: int, depth: int) -> Tuple[LocatedArray, int]:
         out = LocatedArray()
         out.line, out.item_lines = self.line(pos), []
-        pos = self.skip(pos + 1)
-        if self.text.startswith("]", pos):
-            return out, pos + 1
-        while True:
-            item_pos = pos
-            value, pos = self.value(pos, depth + 1)
-            out.append(value)
-            out.item_lines.append(self.line(item_pos))
-            pos = self.skip(pos)
-            if self.text.startswith("]", pos):
-                return out, pos + 1
-            if not self.text.startswith(",", pos):
-                raise self.fail(pos, "expected ',' or ']'")
-            pos = self.skip(pos + 1)
 
+        def item(pos: int) -> int:
+            value, end = self.value(pos, depth + 1)
+            out.append(value)
+            out.item_lines.append(self.line(pos))
+            return end
+
+        return out, self.members(pos + 1, "]", item)
 
 def loads(text: str) -> Any:
     if len(text) > MAX_CHARS:

@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, Optional
 
-from ascendctl_runtime.faults.npu_health import tool_error
-from ascendctl_runtime.faults.text import FaultParseError, bounded_lines, key_value_lines, parse_count
+from ascendctl_runtime.faults.npu_health import npu_smi_lines
+from ascendctl_runtime.faults.text import FaultParseError, key_value_lines, parse_count
 
 WHAT = "npu-smi info -t ecc"
 _FIELDS = {
@@ -41,10 +41,7 @@ class EccReading:
 
 
 def parse_ecc(text: str) -> EccReading:
-    lines = bounded_lines(text, WHAT)
-    error = tool_error(lines)
-    if error:
-        raise FaultParseError(WHAT, f"npu-smi failed: {error}")
+    lines = npu_smi_lines(text, WHAT)
     values: Dict[str, int] = {}
     for number, key, value in key_value_lines(lines):
         field = _FIELDS.get(key)

@@ -41,11 +41,18 @@ def tool_error(lines: List[str]) -> Optional[str]:
     return None
 
 
-def parse_health(text: str) -> HealthReading:
-    lines = bounded_lines(text, WHAT)
+def npu_smi_lines(text: str, what: str) -> List[str]:
+    """The lines of an npu-smi output (bounded_lines), refused when npu-smi printed one of
+    its errors instead."""
+    lines = bounded_lines(text, what)
     error = tool_error(lines)
     if error:
-        raise FaultParseError(WHAT, f"npu-smi failed: {error}")
+        raise FaultParseError(what, f"npu-smi failed: {error}")
+    return lines
+
+
+def parse_health(text: str) -> HealthReading:
+    lines = npu_smi_lines(text, WHAT)
     status: Optional[str] = None
     codes: Tuple[str, ...] = ()
     information: List[str] = []

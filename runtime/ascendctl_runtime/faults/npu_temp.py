@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
-from ascendctl_runtime.faults.npu_health import tool_error
-from ascendctl_runtime.faults.text import FaultParseError, bounded_lines, key_value_lines
+from ascendctl_runtime.faults.npu_health import npu_smi_lines
+from ascendctl_runtime.faults.text import FaultParseError, key_value_lines
 
 WHAT = "npu-smi temperature"
 _KEYS = ("NPU Temperature (C)", "Temperature (C)", "Temperature(C)")
@@ -36,10 +36,7 @@ def _sections(lines: List[str]) -> List[List[Tuple[int, str, str]]]:
 
 
 def parse_temperature(text: str) -> TemperatureReading:
-    lines = bounded_lines(text, WHAT)
-    error = tool_error(lines)
-    if error:
-        raise FaultParseError(WHAT, f"npu-smi failed: {error}")
+    lines = npu_smi_lines(text, WHAT)
     found: Optional[TemperatureReading] = None
     for section in _sections(lines):
         if any(key == "Chip Name" and value.lower() == "mcu" for _, key, value in section):
