@@ -5,7 +5,7 @@ ascendctl/promotion/.
     promotion:
       throughput_ratio: 0.97     # new / previous output throughput, at least
       p99_ratio: 1.05            # new / previous p99 TTFT and p99 TPOT, at most
-      rounds: 10                 # interleaved bench rounds per release
+      rounds: 12                 # interleaved bench rounds per release
       confidence: 0.99           # of the whole comparison (every figure together)
       long_tail_requests: 1000
       long_tail_max_increase: 0.005
@@ -48,7 +48,7 @@ class EnvelopeSpec(Section):
 class PromotionSpec(Section):
     throughput_ratio: float = Field(default=0.97, ge=0.5, le=1.0)
     p99_ratio: float = Field(default=1.05, ge=1.0, le=2.0)
-    rounds: int = Field(default=10, ge=4, le=50)
+    rounds: int = Field(default=12, ge=4, le=50)
     confidence: float = Field(default=0.99, ge=0.8, le=0.999)
     long_tail_requests: int = Field(default=1000, ge=1000, le=100_000)
     long_tail_max_increase: float = Field(default=0.005, ge=0.0, le=0.1)
