@@ -12,9 +12,9 @@ Loops are looked for over tokens: the token ids when the engine returned them (v
 to 32 at a time), runs of one punctuation character, and single other characters (each CJK
 character is one). For every period p up to MAX_PERIOD, a run of positions with
 seq[i] == seq[i + p] is a stretch of period p; it is a loop when it spans at least
-MIN_LOOP_SPAN tokens and MIN_LOOP_REPEATS periods. A period costs a look at every
-MIN_LOOP_SPAN / 2-th of the at most MAX_TOKENS tokens examined plus a walk along each match
-found: linear, with the constant MAX_PERIOD.
+MIN_LOOP_SPAN tokens and MIN_LOOP_REPEATS periods. A period costs a look at every k-th of
+the at most MAX_TOKENS tokens examined (k, the matches a loop needs, is 31 to 128) plus a
+walk along each match found: linear, with the constant MAX_PERIOD.
 
 The thresholds are far above what fluent text does (a sentence said three times in a row
 and 64 tokens long, the same token 32 times): the long-tail gate compares the rate of

@@ -14,8 +14,8 @@ The statistic, and why:
   two figures of a pair are exchangeable, so d_i is symmetric about 0 and the bound's error
   is exact for any noise distribution, heavy-tailed or not. A t interval assumes normal
   log-ratios and one hiccup round (a GC pause, a noisy neighbour) both shifts its mean and
-  widens it; a bootstrap under-covers at 10 rounds (the percentile interval of 10 points
-  is too narrow) and makes the verdict depend on a seed. This one needs no seed: the same
+  widens it; a bootstrap under-covers at a dozen rounds (the percentile interval of 12
+  points is too narrow) and makes the verdict depend on a seed. This one needs no seed: the same
   rounds always give the same verdict.
 - **Error split over the figures**: throughput, p99 TTFT and p99 TPOT are judged at once,
   each with one-sided error (1 - confidence) / 3, so an unchanged release fails the whole
