@@ -28,6 +28,8 @@ import re
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
+from ascendctl.promotion.finding import Finding
+
 MAX_CHARS = 65_536       # the end of a longer answer is examined: loops run to max_tokens
 MAX_TOKENS = 16_384
 MAX_PERIOD = 64
@@ -39,6 +41,8 @@ MIN_SAME_CHAR_RUN = 120  # a ruler of '=' in a code comment stays under this
 # U+FFFD): that is the length limit, not garbage
 TRAILING_REPLACEMENTS = 3
 
+# the kinds of a Finding here; its detail is never the answer's text: code points, counts
+# and positions
 EMPTY, UNPRINTABLE, REPEATED_CHARACTER, REPEATED_TOKEN, LOOP = (
     "empty", "unprintable", "repeated_character", "repeated_token", "loop")
 
@@ -47,12 +51,6 @@ EMPTY, UNPRINTABLE, REPEATED_CHARACTER, REPEATED_TOKEN, LOOP = (
 _UNPRINTABLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff\ufffd\ufffe\uffff]")
 _SAME_CHAR = re.compile(r"(.)\1{" + str(MIN_SAME_CHAR_RUN - 1) + ",}", re.DOTALL)
 _TOKENS = re.compile(r"[A-Za-z0-9_]{1,32}|([^\w\s])\1*|\S")
-
-
-@dataclass(frozen=True)
-class Finding:
-    kind: str           # empty | unprintable | repeated_character | repeated_token | loop
-    detail: str         # never the answer's text: code points, counts and positions
 
 
 @dataclass(frozen=True)

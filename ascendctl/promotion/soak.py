@@ -21,6 +21,7 @@ from statistics import median
 from typing import Any, Sequence
 
 from ascendctl.inventory.promotion import PromotionSpec
+from ascendctl.promotion.finding import Finding
 
 CRASH, HBM_GROWTH, RSS_GROWTH, STALL, SHORT, GAP = (
     "crash", "hbm_growth", "rss_growth", "stall", "short", "gap")
@@ -40,19 +41,13 @@ class SoakSample:
 
 
 @dataclass(frozen=True)
-class SoakFinding:
-    kind: str
-    detail: str
-
-
-@dataclass(frozen=True)
 class SoakVerdict:
     duration_s: float
     samples: int
     hbm_slope_mib_per_h: float
     rss_slope_mib_per_h: float
     longest_flat_s: float           # the longest time running requests produced nothing
-    findings: tuple[SoakFinding, ...]
+    findings: tuple[Finding, ...]
 
     @property
     def passed(self) -> bool:
@@ -97,12 +92,12 @@ def judge_soak(samples: Sequence[SoakSample], spec: PromotionSpec) -> SoakVerdic
     findings = []
     duration = samples[-1].t_s - samples[0].t_s
     if duration < spec.soak_s:
-        findings.append(SoakFinding(SHORT, f"the soak covered {duration:.0f} s of "
-                                           f"slo.promotion.soak_s {spec.soak_s:g} s"))
+        findings.append(Finding(SHORT, f"the soak covered {duration:.0f} s of "
+                                       f"slo.promotion.soak_s {spec.soak_s:g} s"))
     gap = max((b.t_s - a.t_s, a.t_s) for a, b in zip(samples, samples[1:]))
     if gap[0] >= spec.stall_s:
-        findings.append(SoakFinding(GAP, f"no sample for {gap[0]:.0f} s after t={gap[1]:g} s "
-                                         f"(a stall of stall_s {spec.stall_s:g} s could hide)"))
+        findings.append(Finding(GAP, f"no sample for {gap[0]:.0f} s after t={gap[1]:g} s "
+                                     f"(a stall of stall_s {spec.stall_s:g} s could hide)"))
     findings += _crashes(samples)
     times = [s.t_s for s in samples]
     hbm = theil_sen(times, [s.hbm_used_mib for s in samples]) * HOUR_S
@@ -111,31 +106,31 @@ def judge_soak(samples: Sequence[SoakSample], spec: PromotionSpec) -> SoakVerdic
                                      (RSS_GROWTH, "host RSS", rss,
                                       spec.max_rss_growth_mib_per_h)):
         if slope > bound:
-            findings.append(SoakFinding(kind, f"{what} grew {slope:+.1f} MiB/h (Theil–Sen), "
-                                              f"more than the bound {bound:g} MiB/h"))
+            findings.append(Finding(kind, f"{what} grew {slope:+.1f} MiB/h (Theil–Sen), "
+                                          f"more than the bound {bound:g} MiB/h"))
     flat, since = _longest_flat(samples)
     if flat >= spec.stall_s:
-        findings.append(SoakFinding(STALL, f"requests ran for {flat:.0f} s from t={since:g} s "
-                                           "while generation_tokens_total stayed flat "
-                                           f"(stall_s {spec.stall_s:g} s)"))
+        findings.append(Finding(STALL, f"requests ran for {flat:.0f} s from t={since:g} s "
+                                       "while generation_tokens_total stayed flat "
+                                       f"(stall_s {spec.stall_s:g} s)"))
     return SoakVerdict(duration_s=duration, samples=len(samples), hbm_slope_mib_per_h=hbm,
                        rss_slope_mib_per_h=rss, longest_flat_s=flat, findings=tuple(findings))
 
 
-def _crashes(samples: Sequence[SoakSample]) -> list[SoakFinding]:
+def _crashes(samples: Sequence[SoakSample]) -> list[Finding]:
     out = []
     for name, read in (("engine restart", lambda s: s.engine_restarts),
                        ("gang recovery", lambda s: s.recoveries)):
         moved = [b.t_s for a, b in zip(samples, samples[1:]) if read(b) != read(a)]
         if moved:
-            out.append(SoakFinding(CRASH, f"the {name} counter moved {len(moved)} time(s), "
-                                          f"first at t={moved[0]:g} s"))
+            out.append(Finding(CRASH, f"the {name} counter moved {len(moved)} time(s), "
+                                      f"first at t={moved[0]:g} s"))
     reset = [b.t_s for a, b in zip(samples, samples[1:])
              if b.generation_tokens_total < a.generation_tokens_total]
     if reset:
-        out.append(SoakFinding(CRASH, "generation_tokens_total went down (a new engine "
-                                      f"process) {len(reset)} time(s), first at "
-                                      f"t={reset[0]:g} s"))
+        out.append(Finding(CRASH, "generation_tokens_total went down (a new engine "
+                                  f"process) {len(reset)} time(s), first at "
+                                  f"t={reset[0]:g} s"))
     return out
 
 

@@ -6,7 +6,6 @@ and run by the real nginx against a stand-in head on loopback."""
 from __future__ import annotations
 
 import json
-import subprocess
 import threading
 import time
 import urllib.error
@@ -24,8 +23,8 @@ from ascendctl.promotion.envelope import Envelope, SweepPoint, find_envelope
 from ascendctl.render.admission import admission
 from ascendctl.render.proxy import render_site
 from tests.conftest import free_port
+from tests.unit.nginx_run import running_nginx
 from tests.unit.test_playbook_rolling import group_inventory
-from tests.unit.test_render_validators import tool
 from tests.unit.test_replicas import nginx_t
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "bench" / \
@@ -198,47 +197,37 @@ def test_nginx_admits_up_to_the_limit_and_answers_past_it_at_once(tmp_path):
         "proxy: {enabled: true}", f"port: {head_port}, proxy: {{enabled: true, port: {listen}}}"))
     site = render_site(load_inventory(path), envelope=3).decode()
     assert "limit_conn ascendctl_t_admit 2;" in site
-    prefix = tmp_path / "nginx"
-    (prefix / "logs").mkdir(parents=True)
-    (prefix / "site.conf").write_text(site)
-    conf = prefix / "nginx.conf"
-    conf.write_text(f"pid {prefix}/nginx.pid;\nerror_log {prefix}/logs/error.log;\n"
-                    f"events {{}}\nhttp {{\n  access_log off;\n"
-                    f"  include {prefix}/site.conf;\n}}\n")
-    nginx = subprocess.Popen([tool("nginx"), "-c", str(conf), "-p", str(prefix), "-g",
-                              "daemon off; master_process off;"],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{listen}/v1/completions"
     held: list[tuple[int, dict, dict]] = []
     threads = [threading.Thread(target=lambda: held.append(post(url))) for _ in range(2)]
-    try:
-        deadline = time.monotonic() + 20
-        while True:                                      # nginx up: the model list answers
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{listen}/v1/models", timeout=5):
-                    break
-            except OSError:
-                assert nginx.poll() is None and time.monotonic() < deadline
-                time.sleep(0.1)
-        for thread in threads:
-            thread.start()
-        for _ in threads:
-            assert Head.started.acquire(timeout=20)     # both reached the head and wait
-        started = time.monotonic()
-        status, headers, body = post(url, timeout=10)
-        assert time.monotonic() - started < 2.0
-        assert status == 503 and headers["Retry-After"] == "2"
-        assert body["error"]["type"] == "overloaded" and body["error"]["code"] == 503
-        with urllib.request.urlopen(f"http://127.0.0.1:{listen}/v1/models", timeout=5) as r:
-            assert r.status == 200
-        Head.release.set()
-        for thread in threads:
-            thread.join(timeout=30)
-        assert [h[0] for h in held] == [200, 200]
-        assert post(url)[0] == 200                       # a slot is free again
-    finally:
-        Head.release.set()
-        nginx.terminate()
-        nginx.wait(timeout=10)
-        server.shutdown()
-        server.server_close()
+    with running_nginx(tmp_path / "nginx", site) as nginx:
+        try:
+            deadline = time.monotonic() + 20
+            while True:                                  # nginx up: the model list answers
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{listen}/v1/models",
+                                                timeout=5):
+                        break
+                except OSError:
+                    assert nginx.poll() is None and time.monotonic() < deadline
+                    time.sleep(0.1)
+            for thread in threads:
+                thread.start()
+            for _ in threads:
+                assert Head.started.acquire(timeout=20)  # both reached the head and wait
+            started = time.monotonic()
+            status, headers, body = post(url, timeout=10)
+            assert time.monotonic() - started < 2.0
+            assert status == 503 and headers["Retry-After"] == "2"
+            assert body["error"]["type"] == "overloaded" and body["error"]["code"] == 503
+            with urllib.request.urlopen(f"http://127.0.0.1:{listen}/v1/models", timeout=5) as r:
+                assert r.status == 200
+            Head.release.set()
+            for thread in threads:
+                thread.join(timeout=30)
+            assert [h[0] for h in held] == [200, 200]
+            assert post(url)[0] == 200                   # a slot is free again
+        finally:
+            Head.release.set()
+            server.shutdown()
+            server.server_close()
