@@ -321,6 +321,7 @@ class DeploySpec(Section):
 
 
 from ascendctl.inventory.quality import QualitySpec  # noqa: E402 (it builds on Section)
+from ascendctl.inventory.promotion import PromotionSpec  # noqa: E402 (it builds on Section)
 
 
 class SloSpec(Section):
@@ -328,6 +329,7 @@ class SloSpec(Section):
     max_p99_ttft_ms: Optional[float] = Field(default=None, gt=0)
     max_p99_tpot_ms: Optional[float] = Field(default=None, gt=0)
     quality: Optional[QualitySpec] = None   # the quality gate (ascendctl/inventory/quality.py)
+    promotion: Optional[PromotionSpec] = None   # evidence gates (ascendctl/inventory/promotion.py)
 
 
 class HostSpec(Section):

@@ -11,10 +11,12 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Optional
 
 from ascendctl_runtime.nodeutil import host_port
 
 from ascendctl.inventory import Inventory
+from ascendctl.render.admission import admission
 from ascendctl.render.files import RenderedFile
 from ascendctl.render.jinja import render_template
 from ascendctl.render.listen import serves_ipv6
@@ -70,9 +72,12 @@ def upstreams(inv: Inventory, drained: Iterable[str] = ()) -> list[Upstream]:
     return out
 
 
-def render_site(inv: Inventory, drained: Iterable[str] = ()) -> bytes:
+def render_site(inv: Inventory, drained: Iterable[str] = (),
+                envelope: Optional[int] = None) -> bytes:
     """The site, with the groups in DRAINED marked down (never all of them: a group that
-    is the only one left keeps taking traffic)."""
+    is the only one left keeps taking traffic). With slo.promotion.envelope enabled and
+    the release's ENVELOPE known (per group), it admits a share of it per group in the
+    balancer (render/admission.py)."""
     servers = upstreams(inv, drained)
     if all(s.down for s in servers):
         raise ValueError("internal: every serving group would be out of the balancer")
@@ -83,8 +88,10 @@ def render_site(inv: Inventory, drained: Iterable[str] = ()) -> bytes:
         var=variable_ident(inv), servers=servers, listen_port=s.proxy.port,
         listen_ipv6=gateway is not None and serves_ipv6(gateway), fail_timeout=FAIL_TIMEOUT_S,
         connect_timeout=CONNECT_TIMEOUT_S,
-        stream_timeout=max(3600, s.startup_timeout)).encode()
+        stream_timeout=max(3600, s.startup_timeout),
+        admission=admission(inv, envelope, sum(not u.down for u in servers))).encode()
 
 
-def site_file(inv: Inventory, drained: Iterable[str] = ()) -> RenderedFile:
-    return RenderedFile("nginx/ascendctl.conf", render_site(inv, drained))
+def site_file(inv: Inventory, drained: Iterable[str] = (),
+              envelope: Optional[int] = None) -> RenderedFile:
+    return RenderedFile("nginx/ascendctl.conf", render_site(inv, drained, envelope))

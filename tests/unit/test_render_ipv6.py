@@ -30,6 +30,7 @@ from ascendctl.load import load_inventory
 from ascendctl.render import render_cluster, render_release, write_files
 from ascendctl.render.prometheus import prometheus_files
 from ascendctl.render.proxy import render_site
+from tests.unit.nginx_run import running_nginx
 from tests.unit.test_render_validators import tool
 from tests.unit.test_replicas import nginx_t
 from tests.conftest import free_port
@@ -237,18 +238,8 @@ def test_nginx_on_an_ipv6_gateway_answers_both_families_and_proxies_to_ipv6(tmp_
     site = render_site(inv).decode()
     assert f"server [::1]:{v6_server} " in site
     assert listen_lines(site) == [str(listen), f"[::]:{listen}"]
-    prefix = tmp_path / "nginx"
-    (prefix / "logs").mkdir(parents=True)
-    (prefix / "site.conf").write_text(site)
-    conf = prefix / "nginx.conf"
-    conf.write_text(f"pid {prefix}/nginx.pid;\nerror_log {prefix}/logs/error.log;\n"
-                    f"events {{}}\nhttp {{\n  access_log off;\n"
-                    f"  include {prefix}/site.conf;\n}}\n")
-    nginx = subprocess.Popen([tool("nginx"), "-c", str(conf), "-p", str(prefix), "-g",
-                              "daemon off; master_process off;"],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     answers = {}
-    try:
+    with running_nginx(tmp_path / "nginx", site) as nginx:
         for client in ("127.0.0.1", "::1"):
             deadline = time.monotonic() + 20
             while client not in answers and time.monotonic() < deadline:
@@ -260,9 +251,6 @@ def test_nginx_on_an_ipv6_gateway_answers_both_families_and_proxies_to_ipv6(tmp_
                     assert nginx.poll() is None, \
                         nginx.stderr.read().decode() if nginx.stderr else ""
                     time.sleep(0.1)
-    finally:
-        nginx.terminate()
-        nginx.wait(timeout=10)
     assert answers == {client: {"data": [{"id": "tiny"}]} for client in ("127.0.0.1", "::1")}
     assert Handler.seen.count(("::1", "/v1/models")) == 2
 

@@ -15,6 +15,7 @@ from ascendctl.errors import InputError
 from ascendctl.load import load_inventory
 from ascendctl.status import NodeStatus, Verdict, judge
 from ascendctl.status.parse import node_status
+from tests.unit.nginx_run import nginx_conf
 from tests.unit.test_playbook_rolling import group_inventory
 from tests.unit.test_render_validators import tool
 from tests.unit.test_status_verdict import raw
@@ -105,11 +106,7 @@ def test_the_site_balances_every_head_and_takes_a_drained_group_out(tmp_path):
 
 def nginx_t(prefix: Path, site: str) -> None:
     """The real `nginx -t` with nginx's default hash sizes."""
-    (prefix / "logs").mkdir(parents=True)
-    (prefix / "site.conf").write_text(site)
-    conf = prefix / "nginx.conf"
-    conf.write_text(f"pid {prefix}/nginx.pid;\nerror_log {prefix}/logs/error.log;\n"
-                    f"events {{}}\nhttp {{\n  access_log off;\n  include {prefix}/site.conf;\n}}\n")
+    conf = nginx_conf(prefix, site)
     result = subprocess.run([tool("nginx"), "-t", "-c", str(conf), "-p", str(prefix)],
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
