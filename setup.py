@@ -17,6 +17,7 @@ MAPPED = {
     "ascendctl.templates": "templates",
     "ascendctl.playbooks": "playbooks",
     "ascendctl_runtime": "runtime/ascendctl_runtime",
+    "ascendctl_runtime.faults": "runtime/ascendctl_runtime/faults",
 }
 
 setup(
