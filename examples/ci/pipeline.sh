@@ -2,7 +2,7 @@
 # ascendctl in CI on a jump host: preflight -> deploy -> status -> bench, with JUnit and
 # JSON reports for every stage; `doctor` collects a support bundle (run it when a stage
 # failed). The GitLab CI and GitHub Actions examples next to this file call it one stage
-# per job/step; .ci/run drives the lab with it end to end.
+# per job/step; tests/lab/test_ci_pipeline_lab.py runs it on the lab end to end.
 #
 #   examples/ci/pipeline.sh STAGE...        STAGE: preflight deploy status bench doctor
 #

@@ -5,7 +5,8 @@ must name the node, show the log line, cause and fix for each, and its bundle mu
 the logs of every node and never the API key.
 
 Uses the deployment on the engine suite's shared lab (`gang`, tests/conftest.py) that
-test_health_lab.py made and test_bench_lab.py measured; leaves its engines stopped and its
+test_health_lab.py made, test_bench_lab.py measured and
+test_ci_pipeline_lab.py ran the CI pipeline on; leaves its engines stopped and its
 faults healed for test_health_dp_lab.py. The engines are started and stopped through
 their systemd unit (never by name); at most one engine per node runs at any time, so
 never more than two on this machine.
@@ -27,7 +28,7 @@ from test_bench_lab import (  # tests/lab is on sys.path, like tests/unit's help
 # default per-test timeout.
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(5400)]
 # ... and runs right after that module (tests/conftest.py), while its engines are up.
-SHARES_DEPLOYMENT_OF = "test_bench_lab"
+SHARES_DEPLOYMENT_OF = "test_ci_pipeline_lab"
 
 UNIT = "ascendctl-engine"
 DROPIN_DIR = f"/etc/systemd/system/{UNIT}.service.d"
