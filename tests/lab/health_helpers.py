@@ -22,9 +22,10 @@ API_KEY = "sk-lab-" + "health5e1f0a2b"
 KEY_ENV = "ASCENDCTL_TEST_API_KEY"
 DEPLOY_TIMEOUT = 1200
 ENGINE = "ascendctl-engine.service"
-# Lab-sized policy: a probe failing 15 s restarts the group; 20 s of serving makes the next
-# fault a fresh recovery (attempts reset); short back-off so the give-up test is quick.
-HEALTH = {"probe_failure_s": 15, "stable_s": 20, "backoff_s": 5, "max_attempts": 3}
+# Lab-sized policy: a probe failing 15 s restarts the group; 5 s of serving (one probe
+# interval) makes the next fault a fresh recovery (attempts reset), so a test waits that
+# long after each recovery; short back-off so the give-up test is quick.
+HEALTH = {"probe_failure_s": 15, "stable_s": 5, "backoff_s": 5, "max_attempts": 3}
 RECOVERY_GUARD_S = 300 + 180      # startup_timeout of the lab inventory + stop/start margin
 
 
