@@ -18,14 +18,14 @@ from ascendctl.errors import AscendctlError
 from ascendctl.exitcodes import EXIT_CODES_HELP, Exit
 
 COMMAND_MODULES: tuple[str, ...] = (
-    "inventory", "preflight", "plan", "pd", "deploy", "status", "events", "bench", "doctor",
-    "render", "play", "weights", "engine", "lab", "demo",
+    "inventory", "preflight", "plan", "pd", "deploy", "status", "events", "node", "bench",
+    "doctor", "render", "play", "weights", "engine", "lab", "demo",
 )
 
 # `ascendctl --help` lists the commands in the order of the job, then the tools.
 JOB_ORDER: tuple[str, ...] = (
     "inventory", "preflight", "plan", "deploy", "status", "rollback", "history", "events",
-    "bench", "doctor",
+    "node", "bench", "doctor",
 )
 TOOL_ORDER: tuple[str, ...] = ("facts", "pd", "render", "play", "weights", "engine", "lab", "demo")
 

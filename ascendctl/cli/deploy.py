@@ -29,6 +29,23 @@ PLAYBOOK_HELP = ("Run this playbook instead of the packaged one (a copy you exte
                  "see docs/deploy.md).")
 
 
+def _maintenance_limit(inv) -> tuple[dict[str, str], Optional[str]]:
+    """The serving groups with a node in maintenance (`ascendctl node drain`, or the fault
+    policy), and the host pattern that leaves them out. Refuses when no group is left."""
+    from ascendctl.errors import InputError
+    from ascendctl.maintenance import groups_in_maintenance, show_all
+
+    skipped = groups_in_maintenance(inv, show_all(inv))
+    if not skipped:
+        return {}, None
+    if len(skipped) == len(inv.serving_groups):
+        raise InputError("every serving group has a node in maintenance: "
+                         + "; ".join(skipped.values())
+                         + " (`ascendctl node undrain NODE` first)", field="NODE")
+    hosts = [h for g in inv.serving_groups if g.name in skipped for h in g.hosts]
+    return skipped, "all:" + ":".join(f"!{h}" for h in hosts)
+
+
 def run_deploy_playbook(book: str | Path, inventory: Path, *, check: bool = False,
                         diff: bool = False, yes: bool = False, forks: int = 16,
                         force_unlock: bool = False, really: bool = False,
@@ -63,6 +80,10 @@ def run_deploy_playbook(book: str | Path, inventory: Path, *, check: bool = Fals
 
         for warning in option_warnings(inv):
             console.print(f"warning: {warning}", markup=False, soft_wrap=True)
+    skipped, limit = _maintenance_limit(inv)
+    for group, why in skipped.items():
+        console.print(f"warning: {verb} skips serving group {group}: {why} "
+                      "(`ascendctl node undrain` returns it)", markup=False, soft_wrap=True)
     force = ForceUnlock.ANY if really else ForceUnlock.STALE if force_unlock else ForceUnlock.NO
     options = DeployOptions(force_unlock=force,
                             show_progress=not as_json and sys.stderr.isatty(),
@@ -70,17 +91,19 @@ def run_deploy_playbook(book: str | Path, inventory: Path, *, check: bool = Fals
                             (lambda msg: console.print(f"  [dim]·[/dim] {msg}")))
     run_state = RunState()
     run = run_state.add(DeployRun(inv, options))
+    run.in_maintenance = frozenset(skipped)
     path = book if isinstance(book, Path) else playbooks_dir() / book
     report = run_playbook_command(
         path, inv, PlayCommand(RunOptions(check=check, diff=diff or check, forks=forks, yes=yes,
                                           skip_tags=split_tags(skip_tags),
-                                          extra_vars=extra_vars or {}),
+                                          extra_vars=extra_vars or {}, limit=limit),
                                as_json=as_json, junit=junit),
         run_state=run_state)
     code, summary = deploy_verdict(run.outcome, report, run_state.failure, verb=verb,
                                    check=check)
     if as_json:
         print_json({**report.as_dict(), "outcome": run.outcome.as_dict(),
+                    "skipped_groups": skipped,
                     "done": run.done.as_list(), "summary": summary, "exit_code": int(code)})
     else:
         style = "green" if code == 0 else "red"

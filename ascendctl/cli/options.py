@@ -67,3 +67,22 @@ def serving_group_option() -> typer.models.OptionInfo:
                         show_envvar=True,
                         help="Only this serving group (replica) of the inventory [default: "
                              "every group, one after another].")
+
+
+def require_consent(yes: bool, question: str) -> None:
+    """Ask QUESTION on a terminal unless --yes; without a terminal, --yes is required
+    (exit 2, nothing done)."""
+    import sys
+
+    from ascendctl.console import is_terminal
+    from ascendctl.errors import InputError
+
+    if yes:
+        return
+    if not (is_terminal(sys.stdin) and is_terminal(sys.stderr)):
+        raise InputError(f"{question} — no terminal to ask: give --yes (or ASCENDCTL_YES=1)",
+                         field="--yes")
+    from ascendctl.cli.playrun import ask
+
+    if not ask(question):
+        raise typer.Exit(1)

@@ -29,16 +29,17 @@ def split_tags(values: Optional[list[str]]) -> frozenset[str]:
     return frozenset(t.strip() for v in values or [] for t in v.split(",") if t.strip())
 
 
+def ask(question: str) -> bool:
+    """The one place the CLI asks a question (only on a terminal: callers check)."""
+    return typer.confirm(question, default=False, err=True)
+
+
 def _runner(book_path: Path, inv: Any, command: PlayCommand, run_state: Any = None) -> Any:
     from ascendctl.console import is_terminal
     from ascendctl.playbook import PlaybookRunner, load_playbook, templar_for
     from ascendctl.playbook.reporting import ConsoleReporter, Reporter
 
     book = load_playbook(book_path)
-
-    def ask(question: str) -> bool:
-        return typer.confirm(question, default=False, err=True)
-
     interactive = is_terminal(sys.stdin) and is_terminal(sys.stderr) and not command.as_json
     options = dataclasses.replace(command.options, confirm=ask if interactive else None)
     reporter = Reporter() if command.as_json else ConsoleReporter(show_diff=options.diff,

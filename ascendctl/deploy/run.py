@@ -121,6 +121,8 @@ class DeployRun:
         self.wanted: Optional[str] = None       # None: the release the inventory renders
         self.done = SwitchLog()                 # what the switch did, in order
         self.group_previous: dict[str, Optional[str]] = {}   # group → what its head served
+        # groups with a node in maintenance: skipped, and kept out of the balancer
+        self.in_maintenance: frozenset[str] = frozenset()
         self.outcome.replicated = inv.replicated
         self._run_state: Optional["RunState"] = None
         self._secrets: Optional[dict[str, str]] = None

@@ -13,7 +13,9 @@ from collections.abc import Mapping
 from typing import Any, Optional
 
 from ascendctl_runtime import gangrules, layout
-from ascendctl_runtime.contract import AgentConfig, RankSpec, SupervisorConfig
+from ascendctl_runtime.contract import (
+    AgentConfig, GatewayConfig, GatewayGroup, RankSpec, SupervisorConfig,
+)
 from ascendctl_runtime.layout import ENGINE_UNIT, RAY_UNIT, SUPERVISOR_UNIT
 from ascendctl_runtime.nodeutil import http_url
 
@@ -102,7 +104,9 @@ def agent_config(inv: Inventory, host: Host, release: str, release_id: str) -> A
         npu_cache_s=3.0)
 
 
-def supervisor_config(inv: Inventory, release: str, release_id: str) -> SupervisorConfig:
+def supervisor_config(inv: Inventory, release: str, release_id: str,
+                      gateway_state_url: Optional[str] = None,
+                      drain_timeout_s: float = 60.0) -> SupervisorConfig:
     s, h = inv.serving, inv.serving.health
     return SupervisorConfig(
         cluster=inv.cluster.name, release=release_id, root=inv.deploy.root,
@@ -128,20 +132,52 @@ def supervisor_config(inv: Inventory, release: str, release_id: str) -> Supervis
         npu_free_timeout_s=float(h.npu_free_timeout_s),
         stable_s=float(h.stable_s),
         tick_s=SUPERVISOR_TICK_S,
-        state_timeout_s=STATE_TIMEOUT_S)
+        state_timeout_s=STATE_TIMEOUT_S,
+        group=inv.serving_groups[0].name if inv.serving_groups else "",
+        gateway_state_url=gateway_state_url,
+        drain_timeout_s=drain_timeout_s)
 
 
 def health_files(inv: Inventory, host: Host, *, release: str, release_id: str,
-                 unit_context: Mapping[str, Any]) -> list[RenderedFile]:
+                 unit_context: Mapping[str, Any], gateway_state_url: Optional[str] = None
+                 ) -> list[RenderedFile]:
     agent = agent_config(inv, host, release, release_id)
     files = [RenderedFile(layout.AGENT_CONFIG, agent.to_json().encode())]
     if host.is_head and inv.serving.health.supervise:
-        supervisor = supervisor_config(inv, release, release_id)
+        supervisor = supervisor_config(inv, release, release_id, gateway_state_url,
+                                       float(inv.deploy.rolling.drain_timeout))
         files.append(RenderedFile(layout.SUPERVISOR_CONFIG, supervisor.to_json().encode()))
         files.append(RenderedFile(layout.unit_file(SUPERVISOR_UNIT), render_template(
             "systemd/ascendctl-supervisor.service.j2", nodes=len(inv.hosts),
             **unit_context).encode()))
     return files
+
+
+def gateway_state_url(inv: Inventory) -> Optional[str]:
+    """The gateway watcher's /health/gateway, when groups are balanced behind a gateway."""
+    gateway = inv.gateway
+    if gateway is None or not inv.replicated:
+        return None
+    return agent_url(inv, gateway, "/health/gateway")
+
+
+def gateway_config(inv: Inventory, site_path: str) -> Optional[RenderedFile]:
+    """gateway.json for the gateway host: every group's head and nodes, as the watcher
+    polls them (gateway.py). None without a gateway or with one group (nowhere to send
+    the traffic of a group in maintenance)."""
+    if gateway_state_url(inv) is None:
+        return None
+    groups = []
+    for group in inv.serving_groups:
+        hosts = [inv.host(name) for name in group.hosts]
+        head = inv.host(group.head)
+        groups.append(GatewayGroup(
+            name=group.name, health_url=http_url(head.address, inv.serving.port, "/health"),
+            nodes=tuple(h.name for h in hosts),
+            state_urls=tuple(agent_url(inv, h, "/health/state") for h in hosts)))
+    config = GatewayConfig(cluster=inv.cluster.name, root=inv.deploy.root,
+                           site_path=site_path, groups=groups)
+    return RenderedFile(layout.GATEWAY_CONFIG, config.to_json().encode())
 
 
 def watchdog_request_file(inv: Inventory) -> str:

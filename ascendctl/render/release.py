@@ -98,7 +98,8 @@ def _engine_unit(inv: Inventory, release: str, argv: list[str],
 def render_node(inv: Inventory, host: Host, *, release_id: str,
                 secrets: Mapping[str, str] | None = None, nic: str | None = None,
                 rank_table: bytes, checkpoint_dtype: str | None,
-                engine: EngineIdentity | None = None) -> list[RenderedFile]:
+                engine: EngineIdentity | None = None,
+                gateway_state_url: str | None = None) -> list[RenderedFile]:
     s = inv.serving
     release = release_dir(inv.deploy.root, release_id)
     files: list[RenderedFile] = []
@@ -150,7 +151,8 @@ def render_node(inv: Inventory, host: Host, *, release_id: str,
         exporter_argv=health.exporter_argv(inv, release, listen_address(host)),
         **unit_context).encode()))
     files += health.health_files(inv, host, release=release, release_id=release_id,
-                                 unit_context=unit_context)
+                                 unit_context=unit_context,
+                                 gateway_state_url=gateway_state_url)
 
     files.append(_watchdog_config(inv, restarted))
     files.append(RenderedFile(layout.unit_file(WATCHDOG_UNIT), render_template(
@@ -178,6 +180,7 @@ def render_release(inv: Inventory, *, release_id: str,
     dtype = detect_checkpoint_dtype(inv) if checkpoint_dtype is ... else checkpoint_dtype
     engine = engine or preview_identity(inv)
     rendered: dict[str, list[RenderedFile]] = {}
+    gateway_url = health.gateway_state_url(inv) if inv.pd is None else None
     for view in launch_views(inv):
         # each serving group (in PD, each side of one): its own rank table, head
         # address, supervisor
@@ -187,7 +190,12 @@ def render_release(inv: Inventory, *, release_id: str,
                                               secrets=secrets,
                                               nic=(nics or {}).get(host.name),
                                               rank_table=table, checkpoint_dtype=dtype,
-                                              engine=engine)
+                                              engine=engine, gateway_state_url=gateway_url)
+    gateway = inv.gateway
+    watcher = health.gateway_config(inv, proxy.site_path(inv)) if gateway_url else None
+    if gateway is not None and watcher is not None and gateway.name in rendered:
+        rendered[gateway.name] = sorted(rendered[gateway.name] + [watcher],
+                                        key=lambda f: f.path)
     return rendered
 
 

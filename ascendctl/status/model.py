@@ -74,6 +74,8 @@ class NodeStatus:
     probe: Optional[dict[str, Any]] = None  # head: the deep probe's answer
     metrics: dict[str, float] = field(default_factory=dict)     # head only
     problems: list[str] = field(default_factory=list)
+    maintenance: Optional[dict[str, Any]] = None    # drained / isolated (ascendctl node)
+    fault_events: list[dict[str, Any]] = field(default_factory=list)   # the fault monitor
 
     @property
     def where(self) -> str:

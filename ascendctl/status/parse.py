@@ -50,6 +50,9 @@ def node_status(host: Host, raw: dict[str, Any], *, expect_npus: int,
         status.probe = raw["probe"]
         status.engine_up = (raw.get("health") or {}).get("status") == 200
         status.metrics = raw.get("metrics") or {}
+    status.maintenance = raw.get("maintenance") if isinstance(raw.get("maintenance"), dict) \
+        else None
+    status.fault_events = [e for e in raw.get("fault_events") or [] if isinstance(e, dict)]
     status.problems = node_problems(status, expect_npus)
     return status
 
@@ -70,6 +73,10 @@ def node_problems(status: NodeStatus, expect_npus: int) -> list[str]:
     for holder in status.foreign:
         problems.append(f"NPU {holder.npu} HBM held by PID {holder.pid} ({holder.name or '?'}, "
                         f"{holder.mem_mb} MB), not the engine")
+    for event in status.fault_events[-3:]:
+        if event.get("action") not in (None, "ignore"):
+            problems.append(f"fault {event.get('key')} on {event.get('subject')}: "
+                            f"{event.get('action')} ({event.get('detail') or ''})")
     engine = {u.unit for u in status.engine}
     for unit, state in status.units.items():
         if unit not in engine and not state.startswith("active/"):

@@ -14,6 +14,7 @@ from typing import Optional
 from ascendctl_runtime.layout import UNIT_PREFIX
 
 from ascendctl.inventory import Inventory
+from ascendctl.status.maintenance import describe as describe_maintenance
 from ascendctl.status.model import (
     EngineUnit, GroupStatus, NodeStatus, ProxyStatus, SupervisorStatus, Verdict,
 )
@@ -79,9 +80,13 @@ def verdict(inv: Inventory, nodes: list[NodeStatus], sup: Optional[SupervisorSta
     if len(releases) > 1:
         attention.append("nodes disagree on the release: " + ", ".join(
             f"{n.name}={n.release}" for n in reachable))
+    out = [n for n in reachable if n.maintenance]
+    for node in out:
+        down.append(f"{node.name} {describe_maintenance(node.maintenance)}; out of service "
+                    f"until `ascendctl node undrain {node.name}`")
     for node in reachable:
         for unit in node.engine:
-            if unit.state != RUNNING:
+            if unit.state != RUNNING and not out:
                 down.append(describe_unit(node, unit))
     if head is not None and head.reachable and head.engine:
         probe = head.probe or {}
@@ -97,7 +102,7 @@ def verdict(inv: Inventory, nodes: list[NodeStatus], sup: Optional[SupervisorSta
         if sup.held:
             attention.append(f"recovery held by {sup.held.get('by')} "
                              f"({sup.held.get('reason') or 'no reason given'})")
-        elif sup.paused and sup.phase != "gave-up":
+        elif sup.paused and sup.phase not in ("gave-up", "maintenance"):
             attention.append(f"recovery paused: {sup.paused}")
         if not sup.running and any(n.engine for n in reachable):
             attention.append(f"the gang supervisor on {head.name if head else 'the head'} is "

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Optional
 
 from ascendctl_runtime import engine_state as es
-from ascendctl_runtime import gangplan, healthstore, layout
+from ascendctl_runtime import gangplan, healthstore, layout, maintenance
 from ascendctl_runtime.contract import AgentConfig
 
 NpuTable = Optional[list[tuple[int, int, str, Optional[int]]]]
@@ -189,7 +189,12 @@ class Agent:
             "starts": dict(self.memory.starts),
             "last_action": self.memory.last_action,
             "request": self.restart_request(),
+            "maintenance": self.maintenance(),
         }
+
+    def maintenance(self) -> Optional[dict[str, Any]]:
+        record = maintenance.read(self.config.root)
+        return record.to_dict() if record else None
 
     # -- acting ------------------------------------------------------------------------
 

@@ -6,6 +6,7 @@ keys refused, types checked, the error names the file and the key). Standard lib
     watchdog.json           WatchdogConfig    the HBM watchdog
     agent.json              AgentConfig       the node agent (inside the exporter)
     supervisor.json         SupervisorConfig  the gang supervisor (head only)
+    gateway.json            GatewayConfig     the gateway watcher (the gateway host only)
     <root>/supervisor.hold  Hold              a deploy or an operator holds recovery
 
 The controller (ascendctl/render/) builds these and writes `to_json()`; the node code
@@ -17,7 +18,7 @@ from typing import Dict, List, Literal, Optional, Tuple, Type
 
 from ascendctl_runtime.gangrules import RANK_START_WAIT_S, SETTLE_S
 from ascendctl_runtime.layout import (
-    AGENT_CONFIG, ENGINE_CONFIG, ENGINE_UNIT, RAY_CONFIG, SUPERVISOR_CONFIG, WATCHDOG_CONFIG,
+    AGENT_CONFIG, ENGINE_CONFIG, ENGINE_UNIT, GATEWAY_CONFIG, RAY_CONFIG, SUPERVISOR_CONFIG, WATCHDOG_CONFIG,
 )
 from ascendctl_runtime.typedjson import OMIT_WHEN_NONE, InvalidField, Record, excerpt
 
@@ -122,6 +123,9 @@ class SupervisorConfig(Record):
     stable_s: float = 600.0
     tick_s: float = 2.0
     state_timeout_s: float = 3.0
+    group: str = ""                          # the serving group this supervisor keeps
+    gateway_state_url: Optional[str] = None  # the gateway watcher's /health/gateway
+    drain_timeout_s: float = 60.0            # a group in maintenance: out, then drained
 
     def validate(self) -> None:
         if self.max_attempts < 1:
@@ -147,8 +151,37 @@ class Hold(Record):
     reason: str = ""
 
 
+@dataclass(frozen=True)
+class GatewayGroup(Record):
+    name: str
+    health_url: str                 # the head engine's /health
+    nodes: Tuple[str, ...]
+    state_urls: Tuple[str, ...]     # each node's agent /health/state, in the order of nodes
+
+
+@dataclass
+class GatewayConfig(Record):
+    """gateway.json (the gateway host only): the watcher that takes a group whose node is
+    in maintenance out of the balancer (gateway.py)."""
+
+    cluster: str
+    root: str
+    site_path: str
+    groups: List[GatewayGroup]
+    interval_s: float = 2.0
+    state_timeout_s: float = 2.0
+
+    def validate(self) -> None:
+        for index, group in enumerate(self.groups):
+            if len(group.nodes) != len(group.state_urls):
+                raise InvalidField(f"groups[{index}].state_urls", "one per node")
+        if not self.site_path.startswith("/etc/nginx/"):
+            raise InvalidField("site_path", "the site lives under /etc/nginx/")
+
+
 # The configs of a release, by the file that holds each.
 RELEASE_CONFIGS: Dict[str, Type[Record]] = {
     ENGINE_CONFIG: LaunchConfig, RAY_CONFIG: LaunchConfig, WATCHDOG_CONFIG: WatchdogConfig,
     AGENT_CONFIG: AgentConfig, SUPERVISOR_CONFIG: SupervisorConfig,
+    GATEWAY_CONFIG: GatewayConfig,
 }

@@ -12,6 +12,7 @@ hccn_tool (results cached for a few seconds, so several scrapers cost one read).
                     supervisor's verdict: serving up, recovering, gave up)
     /health/state   this rank's engine state as JSON (the supervisor and `status` read it)
     /health/plan    on the head: the supervisor's signed plan while it is fresh
+    /health/gateway on the gateway host: the groups its watcher took out (gateway.py)
 """
 
 from __future__ import annotations
@@ -236,7 +237,7 @@ class Collector:
         return text + metrics.text()
 
 
-def make_handler(collector: Collector):
+def make_handler(collector: Collector, gateway: Any = None):
     agent = collector.agent
 
     class Handler(BaseHTTPRequestHandler):
@@ -255,6 +256,8 @@ def make_handler(collector: Collector):
                     self.send_error(404, "no current plan")
                     return
                 self.answer(200, json.dumps(document).encode(), "application/json")
+            elif path == "/health/gateway" and gateway is not None:
+                self.answer(200, json.dumps(gateway.snapshot()).encode(), "application/json")
             else:
                 self.send_error(404, "try /metrics")
 
@@ -269,6 +272,27 @@ def make_handler(collector: Collector):
             pass  # one line per scrape would flood the journal
 
     return Handler
+
+
+def start_gateway(agent_config: str, stop: threading.Event) -> Any:
+    """On the gateway host (its release has gateway.json next to agent.json): the watcher
+    that takes groups in maintenance out of the balancer (gateway.py)."""
+    import os
+
+    path = os.path.join(os.path.dirname(agent_config), layout.GATEWAY_CONFIG)
+    if not os.path.exists(path):
+        return None
+    from ascendctl_runtime.contract import GatewayConfig
+    from ascendctl_runtime.gateway import GatewayWatcher
+
+    try:
+        watcher = GatewayWatcher(GatewayConfig.load(path))
+    except (OSError, ValueError, TypeError) as err:
+        print(f"ascendctl-exporter: bad gateway config: {err}", file=sys.stderr, flush=True)
+        return None
+    threading.Thread(target=watcher.run_forever, args=(stop,), name="gateway",
+                     daemon=True).start()
+    return watcher
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -300,8 +324,10 @@ def main(argv: Optional[list[str]] = None) -> int:
             return 2
         threading.Thread(target=agent.run_forever, args=(stop,), name="agent",
                          daemon=True).start()
+    gateway = start_gateway(args.agent, stop) if args.agent else None
     server, note = http_server(args.listen, args.port,
-                               make_handler(Collector(args.cache_seconds, reader, agent)))
+                               make_handler(Collector(args.cache_seconds, reader, agent),
+                                            gateway))
     if note:
         print(f"ascendctl-exporter: {note}", file=sys.stderr, flush=True)
     print(f"ascendctl-exporter: serving /metrics{' and /health' if agent else ''} on "

@@ -7,6 +7,7 @@ node runtime reads them; neither spells one of these names itself.
         engine.env   secrets.env      the units' environment (secrets.env: 0600)
         hccl.json                     the rank table
         watchdog.json agent.json supervisor.json   the health machinery's configs
+        gateway.json                  the gateway watcher's config (the gateway host)
         units/<unit>                  the unit files, installed by the deploy
         runtime/                      this package and the facts parsers (PYTHONPATH)
         .status  .meta.json           bookkeeping, not part of the content
@@ -42,6 +43,7 @@ RANK_TABLE = "hccl.json"
 WATCHDOG_CONFIG = "watchdog.json"
 AGENT_CONFIG = "agent.json"
 SUPERVISOR_CONFIG = "supervisor.json"
+GATEWAY_CONFIG = "gateway.json"             # the gateway host only
 UNITS_DIR = "units"
 RUNTIME_DIR = "runtime"
 STATUS_FILE = ".status"
@@ -60,6 +62,9 @@ PLAN_FILE = "plan.json"
 SUPERVISOR_STATE = "supervisor.json"
 AGENT_STATE = "agent.json"
 RESTART_REQUEST = "restart-request.json"
+MAINTENANCE_FILE = "maintenance.json"       # drained or isolated, until undrain
+GATEWAY_STATE = "gateway.json"              # the gateway watcher: groups it took out
+FAULT_EVENTS = "fault-events.json"          # the fault monitor's latest actions
 
 
 def release_dir(root: str, release_id: str) -> str:

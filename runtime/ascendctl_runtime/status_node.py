@@ -17,9 +17,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Optional
 
 from ascendctl_runtime import engine_state as es
-from ascendctl_runtime import healthstore, layout, probe
+from ascendctl_runtime import healthstore, layout, maintenance, probe
 
 NPU_SMI = "npu-smi"
+FAULT_EVENTS_SHOWN = 10
 HCCN_TOOL = "/usr/local/Ascend/driver/tools/hccn_tool"
 
 
@@ -67,6 +68,14 @@ def engine_units_state(root: str, engine_units: list[str], side_units: list[str]
     }
 
 
+def node_maintenance(root: str) -> dict[str, Any]:
+    """The node's maintenance record and the fault monitor's latest events."""
+    record = maintenance.read(root)
+    events = healthstore.read_json(healthstore.health_path(root, layout.FAULT_EVENTS)) or {}
+    return {"maintenance": record.to_dict() if record else None,
+            "fault_events": list(events.get("events") or [])[-FAULT_EVENTS_SHOWN:]}
+
+
 def op_status(root: str, engine_units: list[str], side_units: list[str], ports: int,
               engine_port: Optional[int] = None, model: Optional[str] = None,
               probe_timeout: float = 5.0) -> dict[str, Any]:
@@ -94,6 +103,7 @@ def op_status(root: str, engine_units: list[str], side_units: list[str], ports: 
             "npu_smi": npu.result(),
             "links": [future.result() for future in links],
             **units.result(),
+            **node_maintenance(root),
         }
     if head is not None:
         result["probe"] = head["probe"].result()

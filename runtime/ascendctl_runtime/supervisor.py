@@ -18,7 +18,8 @@ booted), the HBM watchdog asked for a restart, or the group fails the probe for
 
 An attempt that fails (a rank crashes during start, a timeout) is retried with back-off; after
 max_attempts the group is stopped and stays down (`gave-up`) with the reason, until it is
-seen serving again (a redeploy). A rank stopped on purpose (`systemctl stop`, Result=success)
+seen serving again (a redeploy). A rank whose node is in maintenance (maintenance.py)
+takes the group out of service instead (maintenance_phase.py) until the node returns. A rank stopped on purpose (`systemctl stop`, Result=success)
 is never restarted; a hold file (<root>/supervisor.hold) holds every action until it
 expires. Every recovery is an event in <root>/history.jsonl and a line in the journal.
 """
@@ -36,11 +37,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Optional
 
 from ascendctl_runtime import engine_state as es
-from ascendctl_runtime import gangplan, gangrules, healthstore, layout, probe
+from ascendctl_runtime import gangplan, gangrules, healthstore, layout, maintenance_phase, probe
 from ascendctl_runtime.contract import SupervisorConfig
 
-SERVING, STOPPING, NPUS, BACKOFF, STARTING, WARMING, GAVE_UP = (
-    "serving", "stopping", "npus", "backoff", "starting", "warming", "gave-up")
+SERVING, STOPPING, NPUS, BACKOFF, STARTING, WARMING, GAVE_UP, MAINTENANCE = (
+    "serving", "stopping", "npus", "backoff", "starting", "warming", "gave-up", "maintenance")
 RECOVERING = (STOPPING, NPUS, BACKOFF, STARTING, WARMING)
 ACTIVE_STATES = (es.RUNNING, es.STARTING, es.STOPPING)
 HANDLED_REQUESTS_KEPT = 20
@@ -79,6 +80,7 @@ class SupervisorState:
     ranks: dict[str, Any] = field(default_factory=dict)
     updated: float = 0.0
     error: Optional[str] = None
+    maintenance_step: Optional[str] = None   # gateway | drain | stopped (maintenance_phase.py)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -122,6 +124,21 @@ class Io:
         quick = probe.Engine("127.0.0.1", self.config.probe_port, None,
                              min(3.0, self.config.probe_timeout_s))
         return probe.generation_tokens(quick)
+
+    def in_flight(self) -> Optional[float]:
+        quick = probe.Engine("127.0.0.1", self.config.probe_port, None,
+                             min(3.0, self.config.probe_timeout_s))
+        return probe.in_flight(quick)
+
+    def gateway_out(self) -> Optional[bool]:
+        """Whether the gateway watcher has this group out of the balancer (None: there is
+        no gateway, or it does not answer)."""
+        if not self.config.gateway_state_url:
+            return None
+        view = fetch_state(self.config.gateway_state_url, self.config.state_timeout_s)
+        if view is None:
+            return None
+        return self.config.group in (view.get("out") or [])
 
 
 class Supervisor:
@@ -227,12 +244,15 @@ class Supervisor:
         transitional: list[str] = []
         requests: list[dict[str, Any]] = []
         summary: dict[str, Any] = {}
+        maintenance: Optional[tuple[str, int, dict[str, Any]]] = None
         for spec in self.config.ranks:
             view = views.get(spec.node)
             if view is None:
                 unreachable.append(spec.node)
                 summary[spec.node] = {"rank": spec.rank, "reachable": False}
                 continue
+            if isinstance(view.get("maintenance"), dict) and maintenance is None:
+                maintenance = (spec.node, spec.rank, view["maintenance"])
             units = view.get("units") or {}
             summary[spec.node] = {"rank": spec.rank, "reachable": True,
                                   "release": view.get("release"),
@@ -269,7 +289,7 @@ class Supervisor:
                     str(request["id"]) not in self.state.handled_requests:
                 requests.append({**request, "node": spec.node, "rank": spec.rank})
         return {"cause": cause, "paused": paused, "manual": manual,
-                "unreachable": unreachable,
+                "unreachable": unreachable, "maintenance": maintenance,
                 "transitional": transitional, "requests": requests, "summary": summary}
 
     def all_running(self, views: dict[str, Optional[dict[str, Any]]]) -> bool:
@@ -298,6 +318,10 @@ class Supervisor:
             self.run_probe(now)
             self.state.paused = f"held by {hold.by} until {_iso(hold.until)}: {hold.reason}"
             plan = self.make_plan("hold")
+        elif assessment["maintenance"] is not None:
+            plan = maintenance_phase.maintain(self, now, *assessment["maintenance"])
+        elif self.state.phase == MAINTENANCE:
+            plan = maintenance_phase.returned(self, now)
         else:
             plan = self.decide(now, views, assessment)
         self.publish(plan)

@@ -16,7 +16,7 @@ import pytest
 from ascendctl.paths import runtime_dir
 from ascendctl_runtime import healthstore, layout
 from ascendctl_runtime.contract import (
-    RELEASE_CONFIGS, AgentConfig, Hold, LaunchConfig, RankSpec, SupervisorConfig, WatchdogConfig,
+    RELEASE_CONFIGS, AgentConfig, GatewayConfig, GatewayGroup, Hold, LaunchConfig, RankSpec, SupervisorConfig, WatchdogConfig,
 )
 from ascendctl_runtime.typedjson import ContractError
 
@@ -46,9 +46,15 @@ SUPERVISOR = SupervisorConfig(
     probe_interval_s=1.0, probe_timeout_s=2.0, probe_failure_s=3.0, startup_timeout_s=4.0,
     rank_start_wait_s=5.0, settle_s=6.0, max_attempts=7, backoff_s=8.0, backoff_max_s=9.0,
     stop_timeout_s=10.0, npu_free_timeout_s=11.0, stable_s=12.0, tick_s=13.0,
-    state_timeout_s=14.0)
+    state_timeout_s=14.0, group="replica1", gateway_state_url="http://g:9101/health/gateway",
+    drain_timeout_s=15.0)
+GATEWAY = GatewayConfig(
+    cluster="c", root="/root", site_path="/etc/nginx/conf.d/ascendctl-c.conf",
+    groups=[GatewayGroup(name="replica0", health_url="http://a:8000/health",
+                         nodes=("node0",), state_urls=("http://a:9101/health/state",))],
+    interval_s=1.0, state_timeout_s=0.5)
 HOLD = Hold(until=1796125000.25, by="root@jump", reason="deploy r-ade405ce9226")
-EVERY_TYPE = [LAUNCH, WATCHDOG, AGENT, RANKS[0], SUPERVISOR, HOLD]
+EVERY_TYPE = [LAUNCH, WATCHDOG, AGENT, RANKS[0], SUPERVISOR, GATEWAY, GATEWAY.groups[0], HOLD]
 
 
 @pytest.mark.parametrize("record", EVERY_TYPE, ids=lambda r: type(r).__name__)
@@ -161,7 +167,7 @@ def test_a_large_config_is_read_in_linear_time():
 def test_every_release_config_file_has_its_type():
     assert set(RELEASE_CONFIGS) == {layout.ENGINE_CONFIG, layout.RAY_CONFIG,
                                     layout.WATCHDOG_CONFIG, layout.AGENT_CONFIG,
-                                    layout.SUPERVISOR_CONFIG}
+                                    layout.SUPERVISOR_CONFIG, layout.GATEWAY_CONFIG}
 
 
 # -- the node programs refuse a bad file the same way ------------------------------------

@@ -28,7 +28,7 @@ from tests.unit.cli_runner import Hang
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
 TIMEOUT = 120
-CONSENT = ("deploy", "rollback", "play")
+CONSENT = ("deploy", "rollback", "play", "node drain")
 # Not run here: they build a lab and start engines (minutes). They never prompt (see
 # test_no_command_calls_a_prompt); .ci/run and the lab tests run them without a terminal.
 NOT_RUN = {"demo": "brings up a lab and deploys", "lab up": "boots lab nodes",
@@ -106,6 +106,9 @@ def invocations(s) -> dict[str, list[str]]:
         "weights push": ["weights", "push", "-i", inv],
         "weights verify": ["weights", "verify", "-i", inv],
         "weights link": ["weights", "link", "-i", inv, "--dest", str(tmp / "link")],
+        "node drain": ["node", "drain", "node1", "--reason", "disk swap", "-i", inv],
+        "node undrain": ["node", "undrain", "node1", "-i", inv],
+        "node list": ["node", "list", "-i", inv],
         "pd check": ["pd", "check", str(ROOT / "tests/fixtures/pd/recipes/"
                                         "mooncake-multi-node-layerwise.yaml")],
     }
@@ -173,7 +176,7 @@ def test_no_command_calls_a_prompt():
             if re.search(r"\b(typer|click)\.(prompt|confirm)\(|(?<![\w.])input\(|"
                          r"sys\.stdin\.read", line):
                 offenders.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
-    assert offenders == ["ascendctl/cli/playrun.py:40: return typer.confirm(question, "
+    assert offenders == ["ascendctl/cli/playrun.py:34: return typer.confirm(question, "
                          "default=False, err=True)"]
     playrun = (ROOT / "ascendctl" / "cli" / "playrun.py").read_text()
     assert "confirm=ask if interactive else None" in playrun

@@ -46,7 +46,7 @@ def apply_site(ctx: ModuleContext, run: DeployRun, drained: AbstractSet[str]) ->
     inv = ctx.inventory
     gateway = inv.gateway
     assert gateway is not None
-    content = render_site(inv, drained)
+    content = render_site(inv, set(drained) | run.in_maintenance)
     try:
         answer = call_node(ctx.connection_for(gateway.name), node=gateway.name,
                            python=inv.deploy.python, entry="proxy_node",
