@@ -4,9 +4,10 @@ files); `heal` returns the node to its provisioned baseline."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from ascendctl.errors import InputError
 from ascendctl_lab import network as net
@@ -24,6 +25,43 @@ FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 SSHD_FAKETIME_DROPIN = "/etc/systemd/system/ssh.service.d/ascendctl-faketime.conf"
 DEPLOY_ROOT = "/var/lib/ascendctl"
 LEFTOVER_MB = 59017
+FLAP_UNIT = "ascend-roce-flap"
+FLAP_DOWN_S, FLAP_UP_S = 2, 3
+# The flap loop (argv: ifname, events file, then subnet, address, table to restore the
+# port's source route after each up, as the lab's routing needs). On stop (SIGTERM) it
+# finishes its cycle: the port ends up, its last change recorded.
+FLAP_SCRIPT = f"""trap 'stop=1' TERM
+while :; do
+  ip link set dev "$1" down && echo "$(date +%s.%N) 0" >> "$2"
+  sleep {FLAP_DOWN_S}
+  ip link set dev "$1" up && echo "$(date +%s.%N) 1" >> "$2"
+  [ -z "$3" ] || ip route replace "$3" dev "$1" src "$4" table "$5"
+  [ -n "$stop" ] && exit 0
+  sleep {FLAP_UP_S}
+  [ -n "$stop" ] && exit 0
+done
+"""
+SPIKE_C = 105
+PLOG_DIR = "/root/ascend/log/debug/plog"
+# The EI0013 text of vllm-ascend#7384 (tests/fixtures/fault_log_lines.txt), behind a plog
+# line's `[ERROR] HCCL(pid,python):<time>` prefix (the plog line of the same file);
+# written by python3 on the node, so the name carries the writing process's PID:
+# plog-<pid>_<YYYYmmddHHMMSSmmm>.log. argv: directory, then the line's text.
+PLOG_TEXT = ("Execution_Error_ROCE_CQE(EI0013): An error CQE occurred during operator "
+             "execution. Local information: server {server}, device ID {dev}, device IP "
+             "{ip}. Peer information: server {peer_server}, device ID {dev}, device IP "
+             "{peer_ip}.")
+PLOG_WRITER = """import os, sys, time
+now = time.time(); local = time.localtime(now); us = int(now * 1e6) % 1000000
+pid = os.getpid()
+os.makedirs(sys.argv[1], exist_ok=True)
+path = "%s/plog-%d_%s%03d.log" % (sys.argv[1], pid, time.strftime("%Y%m%d%H%M%S", local), us // 1000)
+stamp = "%s.%03d.%03d" % (time.strftime("%Y-%m-%d-%H:%M:%S", local), us // 1000, us % 1000)
+with open(path, "a") as handle:
+    handle.write("[ERROR] HCCL(%d,python):%s %s\\n" % (pid, stamp, sys.argv[2]))
+print(path)
+"""
+ENGINE_UNIT = "ascendctl-engine.service"
 
 # kind -> one-line description (VALUE and its default in brackets).
 FAULT_KINDS: dict[str, str] = {
@@ -37,10 +75,20 @@ FAULT_KINDS: dict[str, str] = {
     "driver-not-loaded": "npu-smi fails: 'dcmi module initialize failed. ret is -8005' "
                          "(driver upgraded without a reboot)",
     "npu-unhealthy": "NPU [VALUE=0] reports Alarm with error codes; VALUE 'N:Warning' for Warning",
+    "chip-alarm": "NPU [VALUE=0] health Alarm with error code 80E01801 (HBM multi-bit error "
+                  "on access; policy defaults: RestartBusiness -> restart)",
+    "ecc-singlebit": "NPU [VALUE=0]: HBM single-bit (corrected) ECC count and its aggregate "
+                     "total +1 per injection (`npu-smi info -t ecc`)",
+    "ecc-multibit": "NPU [VALUE=0]: HBM double-bit (uncorrectable) ECC count and its "
+                    "aggregate total +1 per injection (`npu-smi info -t ecc`)",
+    "temp-spike": f"NPU [VALUE=0] reads {SPIKE_C} C for one `npu-smi info -t temp` read (the "
+                  "main table and -t common in the same reading), then normal",
     "npu-missing": "fewer NPUs than expected: the driver reports [VALUE=npus-1] NPUs",
     "hbm-leftover": "a real leftover process holds 59017 MB HBM on NPU [VALUE=0] "
                     "(its PID is in npu-smi's process table)",
     "roce-link-down": "RoCE port [VALUE=0] link down (real `ip link set down`)",
+    "roce-flap": f"RoCE port [VALUE=0] flaps until `lab heal`: {FLAP_DOWN_S} s down, "
+                 f"{FLAP_UP_S} s up (real `ip link set`; link_stat counters and records)",
     "mtu-mismatch": "every RoCE port of the node at MTU [VALUE=1500] instead of the lab's "
                     "(real interface MTU)",
     "device-ip-missing": "RoCE port [VALUE=0] has no device IP (interface and /etc/hccn.conf)",
@@ -54,6 +102,10 @@ FAULT_KINDS: dict[str, str] = {
                   "(tmpfs; `df` shows it)",
     "sshd-down": "sshd stopped (the node still runs; `lab exec` still works)",
     "power-off": "node powered off (container stopped, its addresses gone)",
+    "plog-error": "an Execution_Error_ROCE_CQE(EI0013) line in a new CANN plog file "
+                  f"{PLOG_DIR}/plog-<pid>_<time>.log",
+    "engine-hang": f"the engine hangs: SIGSTOP to {ENGINE_UNIT}'s main PID (refused if it "
+                   "is not running); heal sends SIGCONT",
     "clock-skew": "system clock off by [VALUE=+300] seconds (libfaketime in /etc/ld.so.preload)",
     "bios-sriov-on": "SR-IOV enabled in BIOS: `lspci -vvv` shows IOVCtl Enable+ and 16 VFs "
                      "on the 19e5:d802 NPUs",
@@ -108,6 +160,104 @@ def _edit_conf(lab: Lab, node: str, changes: dict[str, str | None]) -> None:
     lab.exec(node, ["sh", "-c", "cat > /etc/hccn.conf"], input="\n".join(lines) + "\n")
 
 
+def _health(npu: dict, level: str, codes: list[str], infos: list) -> None:
+    npu["health"] = level
+    npu["error_codes"] = list(codes)
+    npu["error_info"] = list(infos)
+
+
+def _ecc_error(prefix: str) -> Callable[[dict, int], None]:
+    """One more HBM ECC error: the current count and the lifetime total."""
+    def edit(state: dict, npu: int) -> None:
+        counts = state["npus"][npu].setdefault("hbm_ecc", {})
+        for field in (prefix, f"{prefix}_total"):
+            counts[field] = int(counts.get(field, 0)) + 1
+    return edit
+
+
+def _set(**values: object) -> Callable[[dict, int], None]:
+    def edit(state: dict, _unit: int) -> None:
+        for key, value in values.items():
+            state[key] = json.loads(json.dumps(value))     # a copy
+    return edit
+
+
+def _bios(flag: str, value: bool) -> Callable[[dict, int], None]:
+    def edit(state: dict, _unit: int) -> None:
+        state["bios"][flag] = value
+    return edit
+
+
+def _tls_on(state: dict, _unit: int) -> None:
+    for npu in state["npus"]:
+        npu["tls"] = 1
+
+
+# The kinds that only edit the node state: kind -> edit(state, NPU or port from VALUE).
+STATE_EDITS: dict[str, Callable[[dict, int], None]] = {
+    "firmware-incompatible": _set(firmware=FIRMWARE_OLD),
+    "cann-incompatible": _set(toolkit=TOOLKIT_OLD, toolkit_running=TOOLKIT_OLD_RUNNING),
+    "cann-missing": _set(toolkit=None),
+    "driver-old": _set(driver=DRIVER_OLD, npu_smi_version=DRIVER_OLD["Version"]),
+    "driver-not-loaded": _set(driver_loaded=False),
+    "chip-alarm": lambda state, npu: _health(state["npus"][npu], "Alarm",
+                                             sim_state.CHIP_ALARM_ERROR_CODES,
+                                             sim_state.CHIP_ALARM_ERROR_INFO),
+    "ecc-singlebit": _ecc_error("single_bit"),
+    "ecc-multibit": _ecc_error("multi_bit"),
+    "tls-mismatch": _tls_on,
+    "bios-sriov-on": _bios("sriov", True),
+    "bios-acs-on": _bios("acs", True),
+    "bios-above4g-off": _bios("above4g", False),
+}
+
+
+def _start_flap(lab: Lab, node: str, port: int) -> str:
+    unit = f"{FLAP_UNIT}{port}"
+    if lab.exec(node, ["systemctl", "is-active", "--quiet", unit], check=False).returncode == 0:
+        return f"{node}: RoCE port {port} is already flapping"
+    ifname = f"{net.ROCE_IFPREFIX}{port}"
+    route: list[str] = ["", "", ""]
+    address = lab.node(node).device_ips[port]
+    if address:
+        subnet = str(ipaddress.ip_interface(f"{address}/24").network)
+        route = [subnet, address, str(net.port_table(port))]
+    lab.exec(node, ["mkdir", "-p", sim_state.LINK_EVENTS_DIR])
+    lab.exec(node, ["systemd-run", f"--unit={unit}", "--quiet", "--collect", "/bin/sh", "-c",
+                    FLAP_SCRIPT, unit, ifname, f"{sim_state.LINK_EVENTS_DIR}/{port}", *route])
+    return (f"{node}: RoCE port {port} flaps ({FLAP_DOWN_S} s down, {FLAP_UP_S} s up) "
+            f"until `lab heal {node}`")
+
+
+def _write_plog(lab: Lab, node: str) -> str:
+    nodes = lab.nodes
+    target = lab.node(node)
+    peer = nodes[(target.rank + 1) % len(nodes)]
+    peer_port = 0 if peer.rank != target.rank else 1 % len(target.device_ips)
+    text = PLOG_TEXT.format(server=target.mgmt_ip, dev=0, ip=target.device_ips[0],
+                            peer_server=peer.mgmt_ip, peer_ip=peer.device_ips[peer_port])
+    return lab.exec(node, ["python3", "-c", PLOG_WRITER, PLOG_DIR, text]).stdout.strip()
+
+
+def _stop_engine(lab: Lab, node: str) -> dict:
+    shown = lab.exec(node, ["systemctl", "show", "-p", "MainPID", "--value", ENGINE_UNIT],
+                     check=False).stdout.strip()
+    if not shown.isdigit() or int(shown) == 0:
+        raise InputError(f"{node}: {ENGINE_UNIT} is not running (MainPID {shown or 'none'}); "
+                         "deploy an engine first", field="NODE")
+    pid = int(shown)
+    started = _start_time(lab, node, pid)
+    lab.exec(node, ["kill", "-STOP", str(pid)])
+    return {"pid": pid, "start": started}
+
+
+def _start_time(lab: Lab, node: str, pid: int) -> str | None:
+    """Field 22 of /proc/PID/stat (the start time): tells a reused PID apart."""
+    stat = lab.exec(node, ["cat", f"/proc/{pid}/stat"], check=False).stdout
+    fields = stat.rsplit(")", 1)[-1].split()
+    return fields[19] if len(fields) > 19 else None
+
+
 def _link_event(state: dict, port: int, up: bool) -> None:
     state.setdefault("link_history", {}).setdefault(str(port), []).append(
         {"time": time.time(), "up": up})
@@ -127,36 +277,30 @@ def inject(lab: Lab, node: str, kind: str, value: str | None = None) -> str:
     state = _read_state(lab, node)
     netns = target.netns
     port = 0                     # only the per-port kinds below use it (from VALUE)
-    if kind in ("npu-unhealthy", "hbm-leftover", "roce-link-down", "device-ip-missing",
-                "device-ip-duplicate", "net-health-fail", "netdetect-missing"):
+    if kind in PER_UNIT_KINDS:
         raw = value.split(":", 1)[0] if value else None
         port = _int(raw, 0, kind, 0, npus - 1)
+    elif kind in NO_VALUE_KINDS and value is not None:
+        raise InputError(f"{kind} takes no VALUE, got {value!r}", field="VALUE")
 
-    if kind == "firmware-incompatible":
-        state["firmware"] = dict(FIRMWARE_OLD)
-    elif kind == "cann-incompatible":
-        state["toolkit"] = dict(TOOLKIT_OLD)
-        state["toolkit_running"] = TOOLKIT_OLD_RUNNING
-    elif kind == "cann-missing":
-        state["toolkit"] = None
-    elif kind == "driver-old":
-        state["driver"] = dict(DRIVER_OLD)
-        state["npu_smi_version"] = DRIVER_OLD["Version"]
-    elif kind == "driver-not-loaded":
-        state["driver_loaded"] = False
+    if kind in STATE_EDITS:
+        STATE_EDITS[kind](state, port)
     elif kind == "npu-unhealthy":
         level = value.split(":", 1)[1] if value and ":" in value else "Alarm"
         if level not in ("Warning", "Alarm", "Critical"):
             raise InputError(f"health must be Warning, Alarm or Critical, got {level!r}",
                              field="VALUE")
-        npu = state["npus"][port]
-        npu["health"] = level
         if level == "Warning":
-            npu["error_codes"] = list(sim_state.WARNING_ERROR_CODES)
-            npu["error_info"] = list(sim_state.WARNING_ERROR_INFO)
+            _health(state["npus"][port], level, sim_state.WARNING_ERROR_CODES,
+                    sim_state.WARNING_ERROR_INFO)
         else:
-            npu["error_codes"] = list(sim_state.ALARM_ERROR_CODES)
-            npu["error_info"] = list(sim_state.ALARM_ERROR_INFO)
+            _health(state["npus"][port], level, sim_state.ALARM_ERROR_CODES,
+                    sim_state.ALARM_ERROR_INFO)
+    elif kind == "temp-spike":
+        path = f"{sim_state.SPIKE_DIR}/{port}"
+        lab.exec(node, ["sh", "-c", 'mkdir -p "$1" && cat > "$2.new" && mv "$2.new" "$2"',
+                        "temp-spike", sim_state.SPIKE_DIR, path], input=f"1 {SPIKE_C} 0\n")
+        return f"{node}: NPU {port} reads {SPIKE_C} C at its next `npu-smi info -t temp`"
     elif kind == "npu-missing":
         state["visible_npus"] = _int(value, npus - 1, kind, 0, npus - 1)
     elif kind == "hbm-leftover":
@@ -171,6 +315,13 @@ def inject(lab: Lab, node: str, kind: str, value: str | None = None) -> str:
     elif kind == "roce-link-down":
         net.run(["ip", "-n", netns, "link", "set", f"{net.ROCE_IFPREFIX}{port}", "down"])
         _link_event(state, port, False)
+    elif kind == "roce-flap":
+        return _start_flap(lab, node, port)
+    elif kind == "plog-error":
+        path = _write_plog(lab, node)
+        state.setdefault("fault_files", []).append(path)
+    elif kind == "engine-hang":
+        state.setdefault("stopped", []).append(_stop_engine(lab, node))
     elif kind == "mtu-mismatch":
         mtu = _int(value, 1500, kind, 576, 9000)
         for p in range(npus):
@@ -191,9 +342,6 @@ def inject(lab: Lab, node: str, kind: str, value: str | None = None) -> str:
         net.flush_port_rules(netns, port)
         net.run(["ip", "-n", netns, "addr", "add", f"{duplicate}/24", "dev", ifname])
         _edit_conf(lab, node, {f"address_{port}": duplicate})
-    elif kind == "tls-mismatch":
-        for npu in state["npus"]:
-            npu["tls"] = 1
     elif kind == "net-health-fail":
         _edit_conf(lab, node, {f"netdetect_{port}": f"198.19.{lab.index}.254"})
     elif kind == "netdetect-missing":
@@ -215,12 +363,6 @@ def inject(lab: Lab, node: str, kind: str, value: str | None = None) -> str:
                                     "printf '[Service]\\nEnvironment=FAKETIME_SKIP_CMDS=sshd\\n' "
                                     f"> {SSHD_FAKETIME_DROPIN} && systemctl daemon-reload && "
                                     "systemctl restart ssh.service"])
-    elif kind == "bios-sriov-on":
-        state["bios"]["sriov"] = True
-    elif kind == "bios-acs-on":
-        state["bios"]["acs"] = True
-    elif kind == "bios-above4g-off":
-        state["bios"]["above4g"] = False
     _write_state(lab, node, state)
     return f"{node}: {kind}" + (f"={value}" if value else "")
 
@@ -233,6 +375,14 @@ def heal(lab: Lab, node: str) -> None:
         target = lab.node(node)
     baseline = json.loads((target.upper.parent / "baseline-state.json").read_text())
     current = _read_state(lab, node)
+    for stopped in current.get("stopped", []):
+        if _start_time(lab, node, int(stopped["pid"])) == stopped["start"]:
+            lab.exec(node, ["kill", "-CONT", str(int(stopped["pid"]))], check=False)
+    lab.exec(node, ["systemctl", "stop", f"{FLAP_UNIT}*"], check=False, timeout=120)
+    flapped = _read_link_events(lab, node)
+    files = [str(f) for f in current.get("fault_files", [])
+             if str(f).startswith(PLOG_DIR + "/plog-") and "/.." not in str(f)]
+    lab.exec(node, ["rm", "-rf", "--", sim_state.SPIKE_DIR, sim_state.LINK_EVENTS_DIR, *files])
     for proc in current.get("processes", []):
         lab.exec(node, ["systemctl", "stop", f"{LEFTOVER_UNIT}{proc['npu']}"], check=False)
     lab.exec(node, ["sh", "-c", "rm -f /etc/ld.so.preload /etc/faketimerc; "
@@ -251,11 +401,31 @@ def heal(lab: Lab, node: str) -> None:
              input=hccn_conf(target.device_ips, net.NETMASK, lab.net.roce_host_ip,
                              lab.net.roce_host_ip))
     history = current.get("link_history", baseline.get("link_history", {}))
+    for port, events in flapped.items():
+        history[str(port)] = sorted(history.get(str(port), []) + events,
+                                    key=lambda r: r["time"])
     baseline["link_history"] = history
     for port, was_up in links_before.items():
         if not was_up:
             _link_event(baseline, port, True)
     _write_state(lab, node, baseline)
+
+
+def _read_link_events(lab: Lab, node: str) -> dict[int, list[dict]]:
+    """The link changes the flap loops recorded, by port."""
+    listing = lab.exec(node, ["sh", "-c", 'cd "$1" 2>/dev/null && grep -H "" -- * ; true',
+                              "heal", sim_state.LINK_EVENTS_DIR]).stdout
+    lines: dict[int, list[str]] = {}
+    for line in listing.splitlines():
+        name, _, event = line.partition(":")
+        if name.isdigit():
+            lines.setdefault(int(name), []).append(event)
+    out = {}
+    for port, events in lines.items():
+        parsed = sim_state.parse_link_events("\n".join(events))
+        if parsed:
+            out[port] = parsed
+    return out
 
 
 def _link_up(netns: str, port: int) -> bool:
@@ -268,5 +438,12 @@ def describe() -> str:
     width = max(len(k) for k in FAULT_KINDS)
     return "\n".join(f"  {k:<{width}}  {v}" for k, v in FAULT_KINDS.items())
 
+
+# Kinds whose VALUE is an NPU or port number (default 0), and kinds that take no VALUE.
+PER_UNIT_KINDS = ("npu-unhealthy", "chip-alarm", "ecc-singlebit", "ecc-multibit",
+                  "temp-spike", "hbm-leftover", "roce-link-down", "roce-flap",
+                  "device-ip-missing", "device-ip-duplicate", "net-health-fail",
+                  "netdetect-missing")
+NO_VALUE_KINDS = ("plog-error", "engine-hang")
 
 __all__ = ["FAULT_KINDS", "inject", "heal", "describe"]

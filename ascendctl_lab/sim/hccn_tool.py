@@ -14,6 +14,9 @@ HCCN_CONF = "/etc/hccn.conf"
 NET_HEALTH = ("Success", "Socket fail", "Receive timeout", "Unreachable", "Time exceeded",
               "Fault", "Init", "Thread error", "Detect ip set", "Unknown")
 USAGE = "Usage: hccn_tool [-i %d] <option> [-g|-s] ...\n"
+# The driver keeps this many link change records; its counters count every change
+# (hccn_tool/tool.c, struct link_his_stat).
+LINK_STAT_MAX_IDX = 10
 
 
 # ---- pure formatting -------------------------------------------------------------------
@@ -63,9 +66,11 @@ def fmt_ping(dev: int, address: str, times_ms: list[float | None]) -> str:
 
 
 def fmt_link_stat(dev: int, now: float, records: list[dict], with_down_count: bool) -> str:
-    """records: [{"time": epoch, "up": bool}] oldest first; printed newest first."""
+    """records: [{"time": epoch, "up": bool}] oldest first; the counters count them all,
+    the newest LINK_STAT_MAX_IDX are printed, newest first."""
     ups = sum(1 for r in records if r["up"])
     downs = len(records) - ups
+    records = records[-LINK_STAT_MAX_IDX:]
     lines = [f"[devid {dev}]current time        : {time.asctime(time.localtime(now))}",
              f"[devid {dev}]link up count       : {ups}"]
     if with_down_count:
@@ -264,7 +269,8 @@ def run(argv: list[str], state: dict) -> tuple[int, str]:
     if option == "-optical":
         return 0, fmt_optical()
     if option == "-link_stat":
-        records = state.get("link_history", {}).get(str(dev), [])
+        records = sorted(state.get("link_history", {}).get(str(dev), []) + st.link_events(dev),
+                         key=lambda r: r["time"])
         return 0, fmt_link_stat(dev, time.time(), records,
                                 st.major_version(state["driver"].get("Version", "0")) >= 25)
     return 1, f"Invalid option {option}.\n" + USAGE

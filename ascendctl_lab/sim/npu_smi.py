@@ -80,8 +80,11 @@ def hbm_used(npu: dict, procs: list[dict]) -> int:
     return min(used, npu["hbm_total"])
 
 
-def render_info(state: dict, procs: list[dict], install_complete: bool = True) -> str:
+def render_info(state: dict, procs: list[dict], install_complete: bool = True,
+                temps: dict[int, int] | None = None) -> str:
+    """TEMPS: chip temperatures that override the state's (a `temp-spike`)."""
     npus = st.visible(state)
+    temps = temps or {}
     version = state["npu_smi_version"]
     out = [
         BORDER,
@@ -95,7 +98,7 @@ def render_info(state: dict, procs: list[dict], install_complete: bool = True) -
     ]
     for npu in npus:
         out.append(f"| {npu['id']:<5} {state['chip']:<20}| {npu['health']:<13} | "
-                   f"{npu['power']:<11.1f} {npu['temp']:<17} "
+                   f"{npu['power']:<11.1f} {temps.get(npu['id'], npu['temp']):<17} "
                    f"{npu['hugepages_used']:<5}/ {npu['hugepages_total']:<13} |")
         out.append(f"| {0:<26}| {npu['bus_id']:<13} | {npu['aicore_usage']:<11} "
                    f"{0:<5}/ {0:<10} {hbm_used(npu, procs):<5}/ {npu['hbm_total']:<13} |")
@@ -170,7 +173,11 @@ def render_health(npu: dict) -> str:
         lines += [kv("Error Code", "NA"), kv("Error Information", "NA")]
     else:
         lines.append(kv("Error Code", " ".join(codes)))
-        infos = npu.get("error_info") or codes
+        # an info of None: the driver has no text for the code, npu-smi prints it in
+        # decimal (print_diagnosis_info's DCMI_ERR_CODE_NOT_SUPPORT path)
+        given = list(npu.get("error_info") or [])
+        given += [None] * (len(codes) - len(given))
+        infos = [str(int(code, 16)) if info is None else info for code, info in zip(codes, given)]
         lines.append(kv("Error Information", infos[0]))
         for info in infos[1:]:
             lines += ["", kv("", info)]
@@ -202,7 +209,7 @@ def render_usages(state: dict, npu: dict, procs: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_common(state: dict, npu: dict, procs: list[dict]) -> str:
+def render_common(state: dict, npu: dict, procs: list[dict], temp: int | None = None) -> str:
     lines = _card_header(npu) + [
         kv("Chip ID", 0),
         kv("Memory Usage Rate(%)", 0),
@@ -211,12 +218,37 @@ def render_common(state: dict, npu: dict, procs: list[dict]) -> str:
         kv("Aicore Freq(MHZ)", 1800),
         kv("Aicore curFreq(MHZ)", 800 if not npu["aicore_usage"] else 1800),
         kv("Aicore Count", state["aicore_count"]),
-        kv("Temperature(C)", npu["temp"]),
+        kv("Temperature(C)", npu["temp"] if temp is None else temp),
         kv("NPU Real-time Power(W)", f"{npu['power']:.1f}"),
         "",
         kv("Chip Name", "mcu"),
         kv("Temperature(C)", npu["mcu_temp"]),
     ]
+    return "\n".join(lines) + "\n"
+
+
+def render_temp(temp: int) -> str:
+    """`-t temp -i N -c 0` on a server (npu_info_print.c print_chip_temp_info)."""
+    return kv("NPU Temperature (C)", temp) + "\n"
+
+
+def ecc_kv(key: str, value: object) -> str:
+    return f"\t{key:<40} : {value}"
+
+
+ECC_KEYS = ("HBM Single Bit Error Count", "HBM Double Bit Error Count",
+            "HBM Single Bit Aggregate Total Err Cnt", "HBM Double Bit Aggregate Total Err Cnt",
+            "HBM Single Bit Isolated Pages Count", "HBM Double Bit Isolated Pages Count",
+            "HBM Single Bit Next-Isolated Pages Count",
+            "HBM Double Bit Next-Isolated Pages Count")
+
+
+def render_ecc(npu: dict) -> str:
+    """`-t ecc -i N [-c 0]` on a 910B: `\\t%-40s : %u` lines (printf_hbm_ecc_info and
+    show_hbm_ecc_info; tests/fixtures/npu-smi_info_t_ecc.txt)."""
+    counts = npu.get("hbm_ecc") or {}
+    lines = [ecc_kv("NPU ID", npu["id"])]
+    lines += [ecc_kv(key, int(counts.get(field, 0))) for key, field in zip(ECC_KEYS, st.ECC_FIELDS)]
     return "\n".join(lines) + "\n"
 
 
@@ -293,8 +325,9 @@ def _parse_opts(args: list[str]) -> dict[str, str]:
 
 
 def run(argv: list[str], state: dict, *, alive=process_name,
-        install_complete: bool = True) -> tuple[int, str]:
-    """Execute `npu-smi ARGV` against STATE; return (exit code, output)."""
+        install_complete: bool = True, spikes: st.TempSpikes | None = None) -> tuple[int, str]:
+    """Execute `npu-smi ARGV` against STATE; return (exit code, output). SPIKES: the
+    node's pending temperature spikes (none if not given)."""
     if argv[:1] == ["-v"]:
         return 0, f"npu-smi version: {state['npu_smi_version']}\n"
     if not argv or argv[0] != "info":
@@ -314,7 +347,12 @@ def run(argv: list[str], state: dict, *, alive=process_name,
         return 0, render_list(state)
     kind = opts.get("-t")
     if kind is None:
-        return 0, render_info(state, procs, install_complete)
+        temps = {}
+        for npu in st.visible(state) if spikes else ():
+            spiked = spikes.peek(npu["id"])  # type: ignore[union-attr]
+            if spiked is not None:
+                temps[npu["id"]] = spiked
+        return 0, render_info(state, procs, install_complete, temps)
     if kind == "topo":
         return 0, render_topo(state)
     if "-i" not in opts:
@@ -333,7 +371,12 @@ def run(argv: list[str], state: dict, *, alive=process_name,
     if kind == "usages":
         return 0, render_usages(state, npu, procs)
     if kind == "common":
-        return 0, render_common(state, npu, procs)
+        return 0, render_common(state, npu, procs, spikes.peek(card) if spikes else None)
+    if kind == "temp":
+        spiked = spikes.take(card) if spikes else None
+        return 0, render_temp(npu["temp"] if spiked is None else spiked)
+    if kind == "ecc":
+        return 0, render_ecc(npu)
     if kind == "memory":
         return 0, render_memory(npu)
     return 1, f"This device does not support querying {kind}.\n"
@@ -352,7 +395,8 @@ def main(argv: list[str] | None = None) -> int:
     if not os.path.exists("/dev/davinci_manager"):
         sys.stdout.write("DrvMngGetConsoleLogLevel failed. (ret=4)\n" + INIT_FAILED + "\n")
         return 1
-    code, text = run(args, st.load(), install_complete=_install_complete())
+    spikes = st.TempSpikes() if os.path.isdir(st.SPIKE_DIR) else None
+    code, text = run(args, st.load(), install_complete=_install_complete(), spikes=spikes)
     sys.stdout.write(text)
     return code
 

@@ -70,8 +70,32 @@ ALARM_ERROR_INFO = [
     "start failed or exit abnormally",
     "node type=adda, sensor type=Heartbeat Sensor, event state=Heartbeat Lost.",
 ]
+# `chip-alarm`: 80E01801 (HBM multi-bit error on access), a RestartBusiness code of
+# MindCluster's faultCode.json (policy_defaults.json: restart; 2 within a day: isolate).
+# No capture pairs it with its driver text: npu-smi prints the code in decimal then
+# (print_diagnosis_info, the DCMI_ERR_CODE_NOT_SUPPORT path), an info entry of None here.
+CHIP_ALARM_ERROR_CODES = ["80E01801"]
+CHIP_ALARM_ERROR_INFO: list[str | None] = [None]
 WARNING_ERROR_CODES = ["80E18402"]
 WARNING_ERROR_INFO = ["node type=HBM, sensor type=Memory, event state=single bit ECC error"]
+
+
+# `npu-smi info -t ecc` HBM counters, in the order printed (npu_info_print.c
+# printf_hbm_ecc_info, then the two Next-Isolated lines of show_hbm_ecc_info on 910B).
+ECC_FIELDS = ("single_bit", "multi_bit", "single_bit_total", "multi_bit_total",
+              "single_bit_isolated_pages", "multi_bit_isolated_pages",
+              "single_bit_next_isolated_pages", "multi_bit_next_isolated_pages")
+
+# Transient readings kept beside state.json, not in it: the simulated tools never write
+# state.json (a fault's read-modify-write of it would race with them).
+# temp-spike/<npu>: "<spiked reads left> <celsius> <shown until (epoch)>", consumed by
+# `npu-smi info -t temp`; link-events/<port>: "<epoch> <1 up|0 down>" lines appended by
+# the `roce-flap` loop, read by `hccn_tool -link_stat` after the state's link_history.
+SPIKE_DIR = os.path.join(os.path.dirname(STATE_PATH), "temp-spike")
+LINK_EVENTS_DIR = os.path.join(os.path.dirname(STATE_PATH), "link-events")
+# After the spiked `-t temp` read, the main table and `-t common` still show the spike
+# for this long: the rest of the same reading of the node.
+SPIKE_WINDOW_S = 2.0
 
 
 def _seeded(seed: str, n: int) -> list[int]:
@@ -113,6 +137,7 @@ def default_state(*, node: str = "node0", chip: str = "910B3", npus: int = 8,
             "tls": 0,
             "net_health": None,
             "cpu_affinity": f"0-{ncpu - 1}",
+            "hbm_ecc": dict.fromkeys(ECC_FIELDS, 0),
             "hbm_temp": 35 + words[9] % 5,
             "mcu_temp": 36 + words[9] % 4,
         })
@@ -190,3 +215,86 @@ def save(state: dict, path: str | None = None) -> None:
 def visible(state: dict) -> list[dict]:
     """The NPUs the driver reports (a `npu-missing` fault hides the last ones)."""
     return state["npus"][: state.get("visible_npus", len(state["npus"]))]
+
+
+class TempSpikes:
+    """The pending temperature spikes of a node (files in SPIKE_DIR, see above)."""
+
+    def __init__(self, directory: str | None = None, clock=None) -> None:
+        self.directory = directory or SPIKE_DIR
+        self.clock = clock
+
+    def _now(self) -> float:
+        if self.clock is not None:
+            return self.clock()
+        import time
+
+        return time.time()
+
+    def _read(self, npu: int) -> tuple[int, int, float] | None:
+        try:
+            with open(f"{self.directory}/{npu}") as handle:
+                reads, celsius, until = handle.read().split()
+            return int(reads), int(celsius), float(until)
+        except (OSError, ValueError):
+            return None
+
+    def peek(self, npu: int) -> int | None:
+        """The spiked temperature while a spike is pending or within its window."""
+        entry = self._read(npu)
+        if entry is None:
+            return None
+        reads, celsius, until = entry
+        return celsius if reads > 0 or self._now() < until else None
+
+    def take(self, npu: int) -> int | None:
+        """The spiked temperature if a spiked read is left (one is used up), else None."""
+        if not os.path.exists(f"{self.directory}/{npu}"):
+            return None
+        import fcntl
+
+        fd = os.open(self.directory, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            entry = self._read(npu)
+            if entry is None or entry[0] <= 0:
+                return None
+            reads, celsius, until = entry
+            reads -= 1
+            if reads == 0:
+                until = self._now() + SPIKE_WINDOW_S
+            write_spike(npu, reads, celsius, until, self.directory)
+            return celsius
+        finally:
+            os.close(fd)
+
+
+def write_spike(npu: int, reads: int, celsius: int, until: float = 0.0,
+                directory: str | None = None) -> None:
+    directory = directory or SPIKE_DIR
+    os.makedirs(directory, exist_ok=True)
+    tmp = f"{directory}/.{npu}.{os.getpid()}"
+    with open(tmp, "w") as handle:
+        handle.write(f"{reads} {celsius} {until}\n")
+    os.replace(tmp, f"{directory}/{npu}")
+
+
+def link_events(port: int, directory: str | None = None) -> list[dict]:
+    """The link changes the `roce-flap` loop recorded for PORT, oldest first."""
+    try:
+        with open(f"{directory or LINK_EVENTS_DIR}/{port}") as handle:
+            return parse_link_events(handle.read())
+    except OSError:
+        return []
+
+
+def parse_link_events(text: str) -> list[dict]:
+    events = []
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) == 2 and fields[1] in ("0", "1"):
+            try:
+                events.append({"time": float(fields[0]), "up": fields[1] == "1"})
+            except ValueError:
+                continue
+    return events

@@ -3,12 +3,19 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import time
 
 import pytest
 
+from ascendctl.errors import InputError
 from ascendctl_lab.faults import FAULT_KINDS
+from ascendctl_runtime.faults.link import parse_link, parse_link_stat
+from ascendctl_runtime.faults.logcodes import scan_log
+from ascendctl_runtime.faults.npu_ecc import parse_ecc
+from ascendctl_runtime.faults.npu_health import parse_health
+from ascendctl_runtime.faults.npu_temp import parse_temperature
 
 pytestmark = pytest.mark.lab
 ENGINE_FREE = True   # starts no vLLM process: runs beside the engine suite (tests/conftest.py)
@@ -17,6 +24,20 @@ ENGINE_FREE = True   # starts no vLLM process: runs beside the engine suite (tes
 def run(lab, node, command):
     proc = lab.exec(node, command, check=False, timeout=120)
     return proc.stdout + proc.stderr
+
+
+def ecc_counts(out):
+    reading = parse_ecc(out)
+    return (reading.single_bit, reading.single_bit_total, reading.multi_bit,
+            reading.multi_bit_total)
+
+
+def health_of(out):
+    """The health reading after the main table's NPU row (first line of OUT)."""
+    return parse_health(out.split("\n", 1)[1])
+
+
+PLOG = "/root/ascend/log/debug/plog"
 
 
 def ssh_rc(lab, node):
@@ -46,6 +67,26 @@ CASES = {
     "npu-unhealthy": ("2", "npu-smi info | grep '^| 2 '; npu-smi info -t health -i 2",
                       lambda o: "| Alarm " in o and "A4025021 8C03A000 8C084E00" in o,
                       lambda o: "| OK " in o and "Error Code                     : NA" in o),
+    "chip-alarm": ("3", "npu-smi info | grep '^| 3 '; npu-smi info -t health -i 3 -c 0",
+                   lambda o: "| Alarm " in o and health_of(o).status == "Alarm"
+                   and health_of(o).codes == ("80E01801",),
+                   lambda o: "| OK " in o and health_of(o).healthy),
+    "ecc-singlebit": ("4", "npu-smi info -t ecc -i 4 -c 0",
+                      lambda o: ecc_counts(o) == (1, 1, 0, 0),
+                      lambda o: ecc_counts(o) == (0, 0, 0, 0)),
+    "ecc-multibit": ("4", "npu-smi info -t ecc -i 4 -c 0",
+                     lambda o: ecc_counts(o) == (0, 0, 1, 1),
+                     lambda o: ecc_counts(o) == (0, 0, 0, 0)),
+    "temp-spike": ("2", "npu-smi info -t temp -i 2 -c 0",
+                   lambda o: parse_temperature(o).chip_c == 105,
+                   lambda o: parse_temperature(o).chip_c < 60),
+    "roce-flap": ("6", None, None, None),
+    "plog-error": (None, f"cd {PLOG} 2>/dev/null && grep -H '' -- plog-*.log; true",
+                   lambda o: re.fullmatch(r"plog-\d+_\d{17}\.log:\[ERROR\] HCCL\(\d+,python\):"
+                                          r"\S+ Execution_Error_ROCE_CQE\(EI0013\): .*\n", o)
+                   and [c.code for c in scan_log(o)] == ["EI0013"],
+                   lambda o: "EI0013" not in o),
+    "engine-hang": (None, None, None, None),
     "npu-missing": ("6", "npu-smi info -l | head -1; ls /dev | grep -c '^davinci[0-9]'; "
                     "lspci -d 19e5:d802 | wc -l; hccn_tool -i 7 -link -g",
                     lambda o: o.split()[:6] == ["Total", "Count", ":", "6", "6", "6"]
@@ -93,6 +134,40 @@ CASES = {
 }
 
 
+def check_roce_flap(lab, node0, node1, port):
+    def stat():
+        return parse_link_stat(run(lab, node0.name, f"hccn_tool -i {port} -link_stat -g"))
+
+    before = stat()
+    assert parse_link(run(lab, node0.name, f"hccn_tool -i {port} -link -g")).up
+    lab.fault(node0.name, "roce-flap", str(port))
+    seen_down = False
+    changes = []
+    deadline = time.monotonic() + 40
+    while time.monotonic() < deadline and (not seen_down or len(set(changes)) < 4):
+        seen_down |= not parse_link(run(lab, node0.name, f"hccn_tool -i {port} -link -g")).up
+        changes.append(stat().changes)
+        time.sleep(1)
+    assert seen_down
+    # a monitor reading now and then sees the counter climb, several times
+    assert len(set(changes)) >= 4 and changes == sorted(changes), changes
+    during = stat()
+    assert during.down_count >= before.down_count + 3
+    assert during.up_count >= before.up_count + 2
+    assert [r.up for r in during.records[:4]] in ([True, False, True, False],
+                                                  [False, True, False, True])
+    lab.heal(node0.name)
+    assert run(lab, node0.name, f"systemctl is-active ascend-roce-flap{port}").strip() != "active"
+    after = stat()
+    assert parse_link(run(lab, node0.name, f"hccn_tool -i {port} -link -g")).up
+    assert after.records[0].up and after.down_count >= during.down_count
+    time.sleep(6)
+    assert stat().down_count == after.down_count          # no more flaps
+    # the port is usable again: its device IP answers over the RoCE network
+    ping = f"ping -c1 -W2 -I {node1.device_ips[port]} {node0.device_ips[port]} >/dev/null; echo $?"
+    assert run(lab, node1.name, ping).strip() == "0"
+
+
 def test_every_kind_has_a_case():
     assert set(CASES) == set(FAULT_KINDS)
 
@@ -112,6 +187,15 @@ def test_fault_is_visible_and_heal_restores(lab, kind):
             assert ssh_rc(lab, node1.name) == 0
             assert run(lab, node1.name, "systemctl is-system-running").strip() == "running"
             return
+        if kind == "roce-flap":
+            check_roce_flap(lab, node0, node1, int(value))
+            return
+        if kind == "engine-hang":
+            # The shared lab runs no engine: refused, naming the unit (the hang itself is
+            # tested with an engine in the engine suite).
+            with pytest.raises(InputError, match="ascendctl-engine.service is not running"):
+                lab.fault(node0.name, kind)
+            return
         if kind == "device-ip-duplicate":
             lab.fault(node0.name, kind, value)
             out = run(lab, node0.name, command)
@@ -127,6 +211,23 @@ def test_fault_is_visible_and_heal_restores(lab, kind):
         assert faulty(out), out
         if kind == "sshd-down":
             assert ssh_rc(lab, node0.name) == 255
+        if kind in ("ecc-singlebit", "ecc-multibit"):
+            lab.fault(node0.name, kind, value)          # repeated injection keeps adding
+            counts = ecc_counts(run(lab, node0.name, command))
+            assert counts in ((2, 2, 0, 0), (0, 0, 2, 2)), counts
+            assert ecc_counts(run(lab, node0.name, "npu-smi info -t ecc -i 5 -c 0")) == (0, 0, 0, 0)
+        if kind == "temp-spike":
+            # one spiked read only; the main table shows a pending spike
+            assert healthy(run(lab, node0.name, command))
+            lab.fault(node0.name, kind, value)
+            row = run(lab, node0.name, "npu-smi info | grep '^| 2 '")
+            assert row.split("|")[3].split()[1] == "105", row
+            assert faulty(run(lab, node0.name, command))
+            assert healthy(run(lab, node0.name, command))
+            lab.fault(node0.name, kind, value)          # heal drops a pending spike
+        if kind == "plog-error":
+            lab.fault(node0.name, kind)
+            assert run(lab, node0.name, f"ls {PLOG} | wc -l").strip() == "2"
         if kind == "roce-link-down":
             # Port 5's device IP is unreachable; port 4's still answers.
             down = run(lab, node1.name, f"ping -c1 -W1 -I {node1.device_ips[5]} "
