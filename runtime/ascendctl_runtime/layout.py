@@ -7,6 +7,7 @@ node runtime reads them; neither spells one of these names itself.
         engine.env   secrets.env      the units' environment (secrets.env: 0600)
         hccl.json                     the rank table
         watchdog.json agent.json supervisor.json   the health machinery's configs
+        faults.json                   the fault monitor's config and policy table
         units/<unit>                  the unit files, installed by the deploy
         runtime/                      this package and the facts parsers (PYTHONPATH)
         .status  .meta.json           bookkeeping, not part of the content
@@ -42,6 +43,7 @@ RANK_TABLE = "hccl.json"
 WATCHDOG_CONFIG = "watchdog.json"
 AGENT_CONFIG = "agent.json"
 SUPERVISOR_CONFIG = "supervisor.json"
+FAULTS_CONFIG = "faults.json"
 UNITS_DIR = "units"
 RUNTIME_DIR = "runtime"
 STATUS_FILE = ".status"
@@ -60,6 +62,8 @@ PLAN_FILE = "plan.json"
 SUPERVISOR_STATE = "supervisor.json"
 AGENT_STATE = "agent.json"
 RESTART_REQUEST = "restart-request.json"
+FAULTS_STATE = "faults-state.json"         # the fault monitor's counters and log offsets
+FAULT_EVENTS = "fault-events.json"         # its last events
 
 
 def release_dir(root: str, release_id: str) -> str:
