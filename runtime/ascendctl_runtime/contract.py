@@ -7,6 +7,7 @@ keys refused, types checked, the error names the file and the key). Standard lib
     agent.json              AgentConfig       the node agent (inside the exporter)
     supervisor.json         SupervisorConfig  the gang supervisor (head only)
     gateway.json            GatewayConfig     the gateway watcher (the gateway host only)
+    faults.json             FaultsConfig      the fault monitor (faults/monitor.py)
     <root>/supervisor.hold  Hold              a deploy or an operator holds recovery
 
 The controller (ascendctl/render/) builds these and writes `to_json()`; the node code
@@ -14,11 +15,12 @@ reads them with the same class. Field order is the order of the keys in the file
 """
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Literal, Optional, Tuple, Type
+from typing import Any, Dict, List, Literal, Optional, Tuple, Type
 
 from ascendctl_runtime.gangrules import RANK_START_WAIT_S, SETTLE_S
 from ascendctl_runtime.layout import (
-    AGENT_CONFIG, ENGINE_CONFIG, ENGINE_UNIT, GATEWAY_CONFIG, RAY_CONFIG, SUPERVISOR_CONFIG, WATCHDOG_CONFIG,
+    AGENT_CONFIG, ENGINE_CONFIG, ENGINE_UNIT, FAULTS_CONFIG, GATEWAY_CONFIG, RAY_CONFIG,
+    SUPERVISOR_CONFIG, WATCHDOG_CONFIG,
 )
 from ascendctl_runtime.typedjson import OMIT_WHEN_NONE, InvalidField, Record, excerpt
 
@@ -141,6 +143,63 @@ class SupervisorConfig(Record):
         return next(r.rank for r in self.ranks if r.node == node)
 
 
+# where CANN writes the host-side plog and the device event log (docs/faults.md)
+DEFAULT_FAULT_LOG_GLOBS = (
+    "/root/ascend/log/debug/plog/*.log",
+    "/root/ascend/log/run/plog/*.log",
+    "/var/log/npu/slog/dev-os-*/run/event/event_*.log",
+)
+MAX_FAULT_IDS = 64
+MAX_FAULT_GLOBS = 32
+
+
+@dataclass
+class FaultsConfig(Record):
+    """faults.json: what the node's fault monitor reads, how often, and the merged policy
+    table (faults/policy.py's table_to_dict document, format ascendctl-faults/1)."""
+
+    cluster: str
+    node: str
+    root: str
+    npus: List[int]                     # `npu-smi info -i N` ids; chip 0 of each
+    ports: List[int]                    # `hccn_tool -i P` device ids
+    policy: Dict[str, Any]              # faults/policy.py table_to_dict of the merged table
+    serving_groups: int                 # groups the gateway balances; 1: no drain, no isolate
+    interval_s: float = 10.0
+    log_globs: List[str] = field(default_factory=lambda: list(DEFAULT_FAULT_LOG_GLOBS))
+    engine_metrics_url: Optional[str] = None     # the head engine's /metrics; None on followers
+    command_timeout_s: float = 10.0
+    events_kept: int = 200
+
+    def validate(self) -> None:
+        for name in ("npus", "ports"):
+            ids = getattr(self, name)
+            if len(ids) > MAX_FAULT_IDS or len(set(ids)) != len(ids) or \
+                    any(not 0 <= i < 1024 for i in ids):
+                raise InvalidField(name, f"must be at most {MAX_FAULT_IDS} distinct ids in [0, 1024)")
+        if not 1 <= self.serving_groups <= 10000:
+            raise InvalidField("serving_groups", "must be in [1, 10000]")
+        if not 1.0 <= self.interval_s <= 3600.0:
+            raise InvalidField("interval_s", "must be in [1, 3600] seconds")
+        if not 0.0 < self.command_timeout_s <= 300.0:
+            raise InvalidField("command_timeout_s", "must be in (0, 300] seconds")
+        if not 1 <= self.events_kept <= 10000:
+            raise InvalidField("events_kept", "must be in [1, 10000]")
+        if len(self.log_globs) > MAX_FAULT_GLOBS:
+            raise InvalidField("log_globs", f"must be at most {MAX_FAULT_GLOBS} patterns")
+        for index, pattern in enumerate(self.log_globs):
+            if not pattern.startswith("/") or len(pattern) > 1024:
+                raise InvalidField(f"log_globs[{index}]", "must be an absolute path of at most 1024 characters")
+        url = self.engine_metrics_url
+        if url is not None and (not url.startswith(("http://", "https://")) or len(url) > 1024):
+            raise InvalidField("engine_metrics_url", "must be an http(s) URL of at most 1024 characters")
+        # the table itself is read by the strict policy loader when the monitor starts
+        # (faults/policy.py table_from_dict): contract.py ships with every node call, the
+        # faults package only with the agent
+        if self.policy.get("format") != "ascendctl-faults/1":
+            raise InvalidField("policy.format", "must be \"ascendctl-faults/1\"")
+
+
 @dataclass(frozen=True)
 class Hold(Record):
     """`<root>/supervisor.hold`: the supervisor only observes until `until` (epoch seconds,
@@ -183,5 +242,5 @@ class GatewayConfig(Record):
 RELEASE_CONFIGS: Dict[str, Type[Record]] = {
     ENGINE_CONFIG: LaunchConfig, RAY_CONFIG: LaunchConfig, WATCHDOG_CONFIG: WatchdogConfig,
     AGENT_CONFIG: AgentConfig, SUPERVISOR_CONFIG: SupervisorConfig,
-    GATEWAY_CONFIG: GatewayConfig,
+    GATEWAY_CONFIG: GatewayConfig, FAULTS_CONFIG: FaultsConfig,
 }

@@ -8,6 +8,7 @@ node runtime reads them; neither spells one of these names itself.
         hccl.json                     the rank table
         watchdog.json agent.json supervisor.json   the health machinery's configs
         gateway.json                  the gateway watcher's config (the gateway host)
+        faults.json                   the fault monitor's config and policy table
         units/<unit>                  the unit files, installed by the deploy
         runtime/                      this package and the facts parsers (PYTHONPATH)
         .status  .meta.json           bookkeeping, not part of the content
@@ -44,6 +45,7 @@ WATCHDOG_CONFIG = "watchdog.json"
 AGENT_CONFIG = "agent.json"
 SUPERVISOR_CONFIG = "supervisor.json"
 GATEWAY_CONFIG = "gateway.json"             # the gateway host only
+FAULTS_CONFIG = "faults.json"
 UNITS_DIR = "units"
 RUNTIME_DIR = "runtime"
 STATUS_FILE = ".status"
@@ -64,7 +66,8 @@ AGENT_STATE = "agent.json"
 RESTART_REQUEST = "restart-request.json"
 MAINTENANCE_FILE = "maintenance.json"       # drained or isolated, until undrain
 GATEWAY_STATE = "gateway.json"              # the gateway watcher: groups it took out
-FAULT_EVENTS = "fault-events.json"          # the fault monitor's latest actions
+FAULTS_STATE = "faults-state.json"         # the fault monitor's counters and log offsets
+FAULT_EVENTS = "fault-events.json"         # its last events
 
 
 def release_dir(root: str, release_id: str) -> str:

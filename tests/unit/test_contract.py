@@ -16,8 +16,10 @@ import pytest
 from ascendctl.paths import runtime_dir
 from ascendctl_runtime import healthstore, layout
 from ascendctl_runtime.contract import (
-    RELEASE_CONFIGS, AgentConfig, GatewayConfig, GatewayGroup, Hold, LaunchConfig, RankSpec, SupervisorConfig, WatchdogConfig,
+    RELEASE_CONFIGS, AgentConfig, FaultsConfig, GatewayConfig, GatewayGroup, Hold, LaunchConfig,
+    RankSpec, SupervisorConfig, WatchdogConfig,
 )
+from ascendctl_runtime.faults.policy import load_policy, table_to_dict
 from ascendctl_runtime.typedjson import ContractError
 
 RUNTIME_PARENT = str(runtime_dir().parent)
@@ -54,7 +56,12 @@ GATEWAY = GatewayConfig(
                          nodes=("node0",), state_urls=("http://a:9101/health/state",))],
     interval_s=1.0, state_timeout_s=0.5)
 HOLD = Hold(until=1796125000.25, by="root@jump", reason="deploy r-ade405ce9226")
-EVERY_TYPE = [LAUNCH, WATCHDOG, AGENT, RANKS[0], SUPERVISOR, GATEWAY, GATEWAY.groups[0], HOLD]
+FAULTS = FaultsConfig(cluster="c", node="node1", root="/root", npus=[0, 1, 2], ports=[0, 1],
+                      policy=table_to_dict(load_policy()), serving_groups=2, interval_s=5.0,
+                      log_globs=["/var/log/x/*.log"], engine_metrics_url="http://127.0.0.1:8000/metrics",
+                      command_timeout_s=4.0, events_kept=50)
+EVERY_TYPE = [LAUNCH, WATCHDOG, AGENT, RANKS[0], SUPERVISOR, GATEWAY, GATEWAY.groups[0], HOLD,
+              FAULTS]
 
 
 @pytest.mark.parametrize("record", EVERY_TYPE, ids=lambda r: type(r).__name__)
@@ -139,6 +146,15 @@ def test_a_malformed_file_is_one_error_naming_the_file_and_the_key(tmp_path, tex
     (AgentConfig, {**json.loads(AGENT.to_json()), "coordination_port": "6379"},
      'coordination_port: expected an integer, got a string "6379"'),
     (Hold, {"by": "me"}, "until: missing"),
+    (FaultsConfig, {**json.loads(FAULTS.to_json()), "npus": [0, 0]},
+     "npus: must be at most 64 distinct ids in [0, 1024)"),
+    (FaultsConfig, {**json.loads(FAULTS.to_json()), "serving_groups": 0}, "serving_groups: must be in [1, 10000]"),
+    (FaultsConfig, {**json.loads(FAULTS.to_json()), "log_globs": ["plog/*.log"]},
+     "log_globs[0]: must be an absolute path"),
+    (FaultsConfig, {**json.loads(FAULTS.to_json()), "engine_metrics_url": "127.0.0.1:8000"},
+     "engine_metrics_url: must be an http(s) URL"),
+    (FaultsConfig, {**json.loads(FAULTS.to_json()), "policy": {"format": "ascendctl-faults/0"}},
+     'policy.format: must be "ascendctl-faults/1"'),
 ])
 def test_each_config_type_refuses_what_its_node_cannot_use(cls, data, expected):
     with pytest.raises(ContractError, match="^x.json: ") as caught:
@@ -167,7 +183,8 @@ def test_a_large_config_is_read_in_linear_time():
 def test_every_release_config_file_has_its_type():
     assert set(RELEASE_CONFIGS) == {layout.ENGINE_CONFIG, layout.RAY_CONFIG,
                                     layout.WATCHDOG_CONFIG, layout.AGENT_CONFIG,
-                                    layout.SUPERVISOR_CONFIG, layout.GATEWAY_CONFIG}
+                                    layout.SUPERVISOR_CONFIG, layout.GATEWAY_CONFIG,
+                                    layout.FAULTS_CONFIG}
 
 
 # -- the node programs refuse a bad file the same way ------------------------------------

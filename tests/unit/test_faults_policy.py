@@ -8,7 +8,7 @@ import json
 import pytest
 
 from ascendctl_runtime.faults.policy import (
-    ACTIONS, PolicyError, load_policy, merge, parse_policy,
+    ACTIONS, PolicyError, load_policy, merge, parse_policy, table_from_dict, table_to_json,
 )
 from ascendctl_runtime.faults.signals import SIGNALS
 from tests.unit.faults_fixtures import body
@@ -136,7 +136,7 @@ def test_site_file_problems_all_at_once_with_file_line_and_field():
         "site.json:6: drain[2].codes: 80E21007 is already under drain (line 4)",
         "site.json:8: reboot: unknown key (format, ignore, alert, restart, drain, isolate, clear_after_readings, "
         "temp_high_c, unknown_code)",
-        "site.json:9: isolate[0].why: unknown key (codes, persistence, source, note)",
+        "site.json:9: isolate[0].why: unknown key (codes, persistence, source, note, where)",
         "site.json:9: isolate[0].persistence.window: unknown key (readings, window_s, for_s)",
         "site.json:10: unknown_code.action: must be one of ignore, alert, restart, drain, isolate",
         "site.json:11: temp_high_c: must be whole degrees C in [40, 150]",
@@ -170,3 +170,35 @@ def test_defaults_need_sources_and_settings():
         "d.json:1: temp_high_c: the defaults must set it",
         "d.json:1: unknown_code: the defaults must set it",
     ]
+
+
+# -- the merged table as one file (the node's faults.json carries it) ---------------------
+
+MERGED_SITE = ('{"format": "ascendctl-faults/1",\n "drain": [{"codes": ["80E21007", "temp.high"], "persistence": {"for_s": 30}}],\n'
+        ' "isolate": [{"codes": ["EI0013"], "persistence": {"readings": 5, "window_s": 600}, "note": "n"}],\n'
+        ' "unknown_code": {"action": "ignore"}, "clear_after_readings": 4}\n')
+
+
+@pytest.mark.parametrize("site", [None, MERGED_SITE], ids=["defaults", "site merge"])
+def test_a_table_written_as_one_file_reads_back_equal(site):
+    table = merge(defaults(), None if site is None else parse_policy(site, "site.json"))
+    text = table_to_json(table)
+    again = merge(parse_policy(text, "faults.json", site=False))
+    assert again == table
+    assert table_from_dict(json.loads(text), "faults.json") == table
+    # every rule still names the line it was written on, not the rendered file's
+    assert {r.where.split(":")[0] for r in again.rules} == ({"policy_defaults.json"} if site is None
+                                                             else {"policy_defaults.json", "site.json"})
+
+
+def test_the_merged_table_lists_each_action_together_mildest_first():
+    table = merge(defaults(), parse_policy(MERGED_SITE, "site.json"))
+    order = [ACTIONS.index(r.action) for r in table.rules]
+    assert order == sorted(order)
+    assert [(r.action, r.where) for r in table.rules_for("EI0013")] == [("isolate", "site.json:3")]
+
+
+def test_a_where_that_is_no_place_is_refused():
+    with pytest.raises(PolicyError) as caught:
+        parse_policy('{"format": "ascendctl-faults/1", "alert": [{"codes": ["EI0013"], "where": 3}]}', "s.json")
+    assert caught.value.problems == ["s.json:1: alert[0].where: must be file:line, at most 300 characters"]

@@ -2,6 +2,8 @@
 readings, observations derived from them, the policy table mapping each fault code or
 signal to an action, and the evaluator that turns readings over time into actions.
 
-Pure and standard library only: the agent on each node will run it. Nothing here reads a
-device, a file of a node or the clock; the caller passes text and times in.
+Standard library only: the agent on each node runs it. The parsers, signals, policy and
+evaluator are pure (the caller passes text and times in); gather.py, logtail.py,
+progress.py and monitor.py are the node side that runs the tools, reads the logs and the
+engine's metrics, and keeps the state under the deploy root.
 """

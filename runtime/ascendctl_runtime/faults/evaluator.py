@@ -6,13 +6,16 @@ Each call to `step` is one full reading of the node: a key (with its subject) no
 in it is absent at that time. What counts toward a window (`readings` within `window_s`) is
 an occurrence: a LEVEL observation's rising edge (absent → present), or an EVENT's count.
 Consecutive `readings` and `for_s` count readings in which the key is present.
+
+`snapshot()` and `restore()` carry the open episodes over a restart of the caller: a rule
+is named by its action and the key (a code sits at most once under each action).
 """
 
 from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from typing import Deque, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Deque, Dict, Iterable, List, Optional, Tuple
 
 from ascendctl_runtime.faults.policy import ACTIONS, PolicyTable, Rule
 from ascendctl_runtime.faults.signals import EVENT, Observation
@@ -58,6 +61,27 @@ class Evaluator:
         self.table = table
         self._tracks: Dict[Tuple[Rule, str, str], _Track] = {}
         self._last: Optional[float] = None
+
+    def snapshot(self) -> Dict[str, Any]:
+        return {"last": self._last, "tracks": [
+            [rule.action, key, subject, t.run, t.run_start, [list(e) for e in t.events], t.fired, t.quiet, t.present]
+            for (rule, key, subject), t in self._tracks.items()]}
+
+    def restore(self, data: Dict[str, Any]) -> None:
+        """The state of a snapshot (of the same or an edited table: a rule no longer in it is
+        dropped). Raises TypeError, ValueError or KeyError when DATA is not a snapshot."""
+        tracks: Dict[Tuple[Rule, str, str], _Track] = {}
+        for action, key, subject, run, run_start, events, fired, quiet, present in data["tracks"]:
+            rule = next((r for r in self.table.rules_for(str(key)) if r.action == action), None)
+            if rule is None:
+                continue
+            track = _Track()
+            track.run, track.run_start, track.quiet = int(run), float(run_start), int(quiet)
+            track.events = deque((float(at), int(n)) for at, n in events)
+            track.fired, track.present = bool(fired), bool(present)
+            tracks[(rule, str(key), str(subject))] = track
+        last = data["last"]
+        self._tracks, self._last = tracks, None if last is None else float(last)
 
     def step(self, at: float, observations: Iterable[Observation]) -> List[Action]:
         if self._last is not None and at < self._last:

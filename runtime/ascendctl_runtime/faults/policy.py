@@ -14,10 +14,15 @@ isolate (the node). A code may sit under several actions (escalation); at most o
 each. A site file has the same shape and is merged over the defaults: a code or signal the
 site file names anywhere loses every default entry for it. Problems are reported as
 `file:line: field: message`, all of them at once.
+
+An entry may say `where` it was written (`file:line`): `table_to_json` writes a merged table
+as one file that way (the controller renders it into the node's faults.json), so that the
+node's actions still name the default's or the site file's line.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,9 +37,11 @@ DEFAULTS_PATH = Path(__file__).with_name("policy_defaults.json")
 _FAULT_CODE = re.compile(r"[0-9A-Fa-f]{8}")      # MindCluster: 8 characters, digits and letters
 _CANN_CODE = re.compile(r"E[A-Z][0-9]{4}")
 _SETTINGS = ("clear_after_readings", "temp_high_c", "unknown_code")
-_ENTRY_KEYS = ("codes", "persistence", "source", "note")
+_ENTRY_KEYS = ("codes", "persistence", "source", "note", "where")
+_UNKNOWN_KEYS = ("action", "persistence", "source", "note", "where")
 MAX_READINGS = 100000
 MAX_SECONDS = 30 * 86400.0
+MAX_WHERE_CHARS = 300
 
 
 class PolicyError(ValueError):
@@ -149,8 +156,8 @@ def _persistence(check: _Checker, value: Any, line: int, field: str) -> Persiste
 
 
 def _common(check: _Checker, obj: locjson.LocatedObject, field: str, allowed: Tuple[str, ...],
-            site: bool) -> Tuple[Persistence, str, str]:
-    """The persistence, source and note of an entry (or of unknown_code)."""
+            site: bool) -> Tuple[Persistence, str, str, str]:
+    """The persistence, source, note and where of an entry (or of unknown_code)."""
     for key in obj:
         if key not in allowed:
             check.problem(obj.key_lines[key], f"{field}.{key}", "unknown key (" + ", ".join(allowed) + ")")
@@ -167,7 +174,12 @@ def _common(check: _Checker, obj: locjson.LocatedObject, field: str, allowed: Tu
     if not isinstance(note, str):
         check.problem(obj.key_lines["note"], f"{field}.note", "must be text")
         note = ""
-    return persistence, source, note
+    where = obj.get("where", f"{check.name}:{obj.line}")
+    if not isinstance(where, str) or not 0 < len(where) <= MAX_WHERE_CHARS:
+        check.problem(_line_of(obj, "where", obj.line), f"{field}.where",
+                      f"must be file:line, at most {MAX_WHERE_CHARS} characters")
+        where = f"{check.name}:{obj.line}"
+    return persistence, source, note, where
 
 
 def _entry(check: _Checker, action: str, index: int, entry: Any, line: int, site: bool) -> Optional[Rule]:
@@ -188,8 +200,8 @@ def _entry(check: _Checker, action: str, index: int, entry: Any, line: int, site
                               "(E + letter + 4 digits) nor a signal (" + ", ".join(SIGNALS) + ")")
             else:
                 keys.append(key)
-    persistence, source, note = _common(check, entry, field, _ENTRY_KEYS, site)
-    return Rule(action, tuple(keys), persistence, source, f"{check.name}:{entry.line}", note)
+    persistence, source, note, where = _common(check, entry, field, _ENTRY_KEYS, site)
+    return Rule(action, tuple(keys), persistence, source, where, note)
 
 
 def _unknown_code(check: _Checker, value: Any, line: int, site: bool) -> Optional[Rule]:
@@ -201,8 +213,8 @@ def _unknown_code(check: _Checker, value: Any, line: int, site: bool) -> Optiona
     if action not in ACTIONS:
         check.problem(_line_of(value, "action", line), f"{field}.action", "must be one of " + ", ".join(ACTIONS))
         return None
-    persistence, source, note = _common(check, value, field, ("action", "persistence", "source", "note"), site)
-    return Rule(action, (), persistence, source, f"{check.name}:{value.line}", note)
+    persistence, source, note, where = _common(check, value, field, _UNKNOWN_KEYS, site)
+    return Rule(action, (), persistence, source, where, note)
 
 
 def parse_policy(text: str, name: str, site: bool = True) -> PolicyFile:
@@ -232,11 +244,12 @@ def parse_policy(text: str, name: str, site: bool = True) -> PolicyFile:
                 rule = _entry(check, key, index, entry, value.item_lines[index], site)
                 if rule is None:
                     continue
+                entry_line = entry.line
                 for code in rule.keys:
                     if code in seen:
-                        check.problem(int(rule.where.rsplit(":", 1)[1]), f"{key}[{index}].codes",
+                        check.problem(entry_line, f"{key}[{index}].codes",
                                       f"{code} is already under {key} (line {seen[code]})")
-                    seen[code] = int(rule.where.rsplit(":", 1)[1])
+                    seen[code] = entry_line
                 rules.append(rule)
         elif key == "clear_after_readings":
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1000:
@@ -270,8 +283,50 @@ def merge(defaults: PolicyFile, site: Optional[PolicyFile] = None) -> PolicyTabl
                  for r in rules]
         rules = [r for r in rules if r.keys] + list(site.rules)
         settings.update(site.settings)
+    rules.sort(key=lambda r: ACTIONS.index(r.action))      # stable: each action's entries in order
     return PolicyTable(tuple(rules), settings["unknown_code"], settings["clear_after_readings"],
                        settings["temp_high_c"])
+
+
+def _persistence_json(persistence: Persistence) -> Dict[str, Any]:
+    if persistence.for_s is not None:
+        return {"for_s": persistence.for_s}
+    out: Dict[str, Any] = {"readings": persistence.readings}
+    if persistence.window_s is not None:
+        out["window_s"] = persistence.window_s
+    return out
+
+
+def _rule_json(rule: Rule, head: Dict[str, Any]) -> Dict[str, Any]:
+    out = dict(head, persistence=_persistence_json(rule.persistence), source=rule.source)
+    if rule.note:
+        out["note"] = rule.note
+    out["where"] = rule.where
+    return out
+
+
+def table_to_dict(table: PolicyTable) -> Dict[str, Any]:
+    """A merged table as one policy document (format ascendctl-faults/1, the defaults' shape)
+    that `table_from_dict` (parse_policy with site=False, then merge) reads back equal."""
+    document: Dict[str, Any] = {
+        "format": FORMAT, "clear_after_readings": table.clear_after_readings,
+        "temp_high_c": table.temp_high_c,
+        "unknown_code": _rule_json(table.unknown_code, {"action": table.unknown_code.action})}
+    for action in ACTIONS:
+        entries = [_rule_json(r, {"codes": list(r.keys)}) for r in table.rules if r.action == action]
+        if entries:
+            document[action] = entries
+    return document
+
+
+def table_to_json(table: PolicyTable) -> str:
+    return json.dumps(table_to_dict(table), indent=2) + "\n"
+
+
+def table_from_dict(document: Dict[str, Any], name: str) -> PolicyTable:
+    """The table a node's config carries (table_to_dict's document), read by the strict
+    loader; PolicyError when it is not a complete, valid table."""
+    return merge(parse_policy(json.dumps(document, indent=2), name, site=False))
 
 
 def load_policy(site_path: Optional[str] = None) -> PolicyTable:
