@@ -95,9 +95,9 @@ def drain(inv: Inventory, node: str, reason: str, *, timeout: float,
         out = groups_in_maintenance(inv, records)
         serving = [g.name for g in inv.serving_groups if g.name not in out and g.name != group]
         if not serving and not force:
-            raise InputError(f"{group} is the last serving group{' not in maintenance' if out else ''}"
-                             ": draining it stops the service (give --force to do it anyway)",
-                             field="NODE")
+            rest = " not in maintenance" if out else ""
+            raise InputError(f"{group} is the last serving group{rest}: draining it stops "
+                             "the service (give --force to do it anyway)", field="NODE")
         answer = _call(inv, pool, host, "enter", node=node, state="drained", by=operator(),
                        reason=reason)
         report.maintenance = answer["maintenance"]
@@ -168,8 +168,8 @@ def undrain(inv: Inventory, node: str, *, timeout: float, run_checks: Callable[[
             report.error = (f"{group} is not serving in the balancer within {timeout:.0f} s "
                             "(see `ascendctl status`)")
             return report
-        report.steps.append(f"{group} serves again"
-                            + (f" and is back in the balancer on {gateway.name}" if gateway else ""))
+        back = f" and is back in the balancer on {gateway.name}" if gateway else ""
+        report.steps.append(f"{group} serves again{back}")
         say(report.steps[-1])
     report.ok = True
     return report

@@ -104,8 +104,8 @@ FAULT_KINDS: dict[str, str] = {
     "power-off": "node powered off (container stopped, its addresses gone)",
     "plog-error": "an Execution_Error_ROCE_CQE(EI0013) line in a new CANN plog file "
                   f"{PLOG_DIR}/plog-<pid>_<time>.log",
-    "engine-hang": f"the engine hangs: SIGSTOP to {ENGINE_UNIT}'s main PID (refused if it "
-                   "is not running); heal sends SIGCONT",
+    "engine-hang": f"the engine hangs: SIGSTOP to every process of {ENGINE_UNIT} (refused "
+                   "if it is not running); heal sends SIGCONT",
     "clock-skew": "system clock off by [VALUE=+300] seconds (libfaketime in /etc/ld.so.preload)",
     "bios-sriov-on": "SR-IOV enabled in BIOS: `lspci -vvv` shows IOVCtl Enable+ and 16 VFs "
                      "on the 19e5:d802 NPUs",
@@ -239,16 +239,22 @@ def _write_plog(lab: Lab, node: str) -> str:
     return lab.exec(node, ["python3", "-c", PLOG_WRITER, PLOG_DIR, text]).stdout.strip()
 
 
-def _stop_engine(lab: Lab, node: str) -> dict:
+def _stop_engine(lab: Lab, node: str) -> list[dict]:
+    """SIGSTOP every process of the engine unit (the launcher and the vLLM processes it
+    started): the engine hangs as a whole, its sockets still accept connections."""
     shown = lab.exec(node, ["systemctl", "show", "-p", "MainPID", "--value", ENGINE_UNIT],
                      check=False).stdout.strip()
     if not shown.isdigit() or int(shown) == 0:
         raise InputError(f"{node}: {ENGINE_UNIT} is not running (MainPID {shown or 'none'}); "
                          "deploy an engine first", field="NODE")
-    pid = int(shown)
-    started = _start_time(lab, node, pid)
-    lab.exec(node, ["kill", "-STOP", str(pid)])
-    return {"pid": pid, "start": started}
+    cgroup = lab.exec(node, ["systemctl", "show", "-P", "ControlGroup", ENGINE_UNIT],
+                      check=False).stdout.strip()
+    procs = lab.exec(node, ["cat", f"/sys/fs/cgroup{cgroup}/cgroup.procs"],
+                     check=False).stdout.split() if cgroup.startswith("/") else []
+    pids = sorted({int(shown), *(int(p) for p in procs if p.isdigit())})
+    records = [{"pid": pid, "start": _start_time(lab, node, pid)} for pid in pids]
+    lab.exec(node, ["kill", "-STOP", *(str(pid) for pid in pids)], check=False)
+    return records
 
 
 def _start_time(lab: Lab, node: str, pid: int) -> str | None:
@@ -321,7 +327,7 @@ def inject(lab: Lab, node: str, kind: str, value: str | None = None) -> str:
         path = _write_plog(lab, node)
         state.setdefault("fault_files", []).append(path)
     elif kind == "engine-hang":
-        state.setdefault("stopped", []).append(_stop_engine(lab, node))
+        state.setdefault("stopped", []).extend(_stop_engine(lab, node))
     elif kind == "mtu-mismatch":
         mtu = _int(value, 1500, kind, 576, 9000)
         for p in range(npus):

@@ -129,6 +129,8 @@ def deploy(
     the weights, stop the old engines, install the units, start the ranks in order (head first), prove readiness with real requests, warm up, then switch `current`.
 
     If anything fails after the old engines stopped, the rescue play puts every node back on the previous release and the new release is marked failed. Deploying the same inventory twice changes and restarts nothing. The steps are playbooks/deploy.yaml; run an extended copy with --playbook.
+
+    Serving groups with a node in maintenance (`ascendctl node drain`, or the fault policy) are skipped and stay out of the gateway; the warning names them and why.
     """
     raise typer.Exit(run_deploy_playbook(
         playbook or "deploy.yaml", inventory, check=check, diff=diff, yes=yes, forks=forks,

@@ -37,6 +37,10 @@ def collect_history(inv: Inventory) -> dict[str, Any]:
             if release.status == "failed":
                 entry["status"] = "failed"
     events = list(head_state.history) if head_state else []
+    # maintenance (ascendctl node drain|undrain, the fault policy) is recorded on its node
+    events += [e for name, state in states.items() if state is not head_state
+               for e in state.history if e.get("event") in MAINTENANCE_EVENTS]
+    events.sort(key=lambda e: str(e.get("time") or ""))
     # each serving group's head records its own group's failures
     heads = [states[h.name] for h in inv.heads if h.name in states]
     for event in [e for state in heads for e in state.history]:
@@ -65,8 +69,13 @@ def collect_history(inv: Inventory) -> dict[str, Any]:
         "consistent": all(len(r) <= 1 for r in groups.values()) and not unreachable,
         "releases": ordered,
         "events": events,
+        "maintenance": {name: state.maintenance for name, state in states.items()
+                        if state.maintenance},
         "unreachable": unreachable,
     }
+
+
+MAINTENANCE_EVENTS = ("drained", "isolated", "undrained")
 
 
 def _bench_records(inv: Inventory, pool: "SshPool") -> dict[str, list[dict[str, Any]]]:
@@ -114,8 +123,13 @@ def history_table(data: dict[str, Any]):
                       entry.get("created") or "", entry.get("by") or "", layout,
                       engine_cell(summary.get("engine")), ", ".join(entry["current_on"]), _bench_cell(entry.get("bench")),
                       _gate_cell(entry.get("quality")), entry.get("failure", ""))
+    out = data.get("maintenance") or {}
+    if out:
+        from ascendctl.status.maintenance import describe
+
+        table.caption = "; ".join(f"{node} {describe(record)}" for node, record in out.items())
     if not data["consistent"]:
-        table.caption = ("nodes disagree: " + ", ".join(
+        table.caption = ((table.caption + "; ") if out else "") + ("nodes disagree: " + ", ".join(
             f"{n}={c}" for n, c in data["current"].items())
             + "".join(f"; {n} unreachable: {e}" for n, e in data["unreachable"].items()))
     return table

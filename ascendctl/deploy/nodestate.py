@@ -121,6 +121,7 @@ class NodeState:
     nic: Optional[str] = None
     device_ips: tuple[str, ...] = ()
     leftovers: tuple[str, ...] = ()         # staging directories a dead deploy left
+    maintenance: Optional[dict[str, Any]] = None   # drained / isolated (ascendctl node)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "NodeState":
@@ -133,7 +134,9 @@ class NodeState:
             units={str(name): UnitState.from_json(state) for name, state in units.items()},
             nic=_optional_text(data, "nic"),
             device_ips=tuple(str(ip) for ip in data.get("device_ips") or ()),
-            leftovers=tuple(str(n) for n in data.get("leftovers") or ()))
+            leftovers=tuple(str(n) for n in data.get("leftovers") or ()),
+            maintenance=dict(data["maintenance"]) if isinstance(data.get("maintenance"), Mapping)
+            else None)
 
     def release(self, release_id: str) -> Optional[ReleaseInfo]:
         return next((r for r in self.releases if r.id == release_id), None)

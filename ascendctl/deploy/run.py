@@ -208,9 +208,21 @@ class DeployRun:
             raise ModuleError(f"the state of {host.name} was not read (run `release_facts` "
                               "on every host first)") from None
 
+    @property
+    def members(self) -> list["Host"]:
+        """The hosts this run works on: every host but those of groups in maintenance."""
+        return [h for h in self.inv.hosts if h.serving_group not in self.in_maintenance]
+
+    @property
+    def anchor(self) -> "Host":
+        """The head this run keeps its lock and bookkeeping on: the cluster's head, or
+        while its group is in maintenance, the first head of a group in the run."""
+        return next((h for h in self.inv.heads if h.serving_group not in self.in_maintenance),
+                    self.inv.head)
+
     def current_release(self) -> Optional[str]:
-        """The release the cluster serves now (the head's `current`)."""
-        state = self.states.get(self.inv.head.name)
+        """The release the cluster serves now (the anchor's `current`)."""
+        state = self.states.get(self.anchor.name)
         return state.current if state else None
 
     # -- computed once -----------------------------------------------------------------
@@ -247,7 +259,7 @@ class DeployRun:
         the one the chosen release recorded (rollback; None for a host engine)."""
         if self.wanted is None:
             return self.engine_plan().identity
-        release = self.state(self.inv.head).release(self.wanted)
+        release = self.state(self.anchor).release(self.wanted)
         return identity_from_record((release.summary.get("engine") if release else None) or {})
 
     def release(self) -> ReleasePlan:
@@ -260,6 +272,12 @@ class DeployRun:
     def _plan_release(self) -> ReleasePlan:
         if not self.states:
             raise AscendctlError("internal: release planned before node states were read")
+        out = [h.name for h in self.inv.hosts if h.name not in self.states
+               and (h.nic is None or h.device_ips is None)]
+        if out:
+            raise AscendctlError(f"{', '.join(out)} in maintenance: the release needs their "
+                                 f"`nic` and `device_ips`, which only the node can say; set "
+                                 f"them in {self.inv.path}, or `ascendctl node undrain` first")
         nics = {h.name: self.state(h).nic for h in self.inv.hosts if h.nic is None}
         missing = [name for name, nic in nics.items() if not nic]
         if missing:
@@ -285,7 +303,8 @@ class DeployRun:
                     self._target = SwitchTarget(plan.release_id, plan.engine_units,
                                                 plan.side_units)
                 else:
-                    self._target = existing_target(self.inv, self.states, self.wanted)
+                    self._target = existing_target(self.inv, self.states, self.wanted,
+                                                   self.members)
                 self.outcome.release_id = self._target.release_id
             return self._target
 
@@ -335,11 +354,12 @@ class DeployRun:
 
 
 def existing_target(inv: "Inventory", states: Mapping[str, NodeState],
-                    release_id: str) -> SwitchTarget:
-    """An existing release as a switch target (its units, as each node has them)."""
+                    release_id: str, members: Optional[list["Host"]] = None) -> SwitchTarget:
+    """An existing release as a switch target (its units, as each node of MEMBERS has
+    them; default every host)."""
     engine: dict[str, tuple[str, ...]] = {}
     side: dict[str, tuple[str, ...]] = {}
-    for host in inv.hosts:
+    for host in members if members is not None else inv.hosts:
         state = states.get(host.name)
         release = state.release(release_id) if state else None
         if release is None:
@@ -350,12 +370,14 @@ def existing_target(inv: "Inventory", states: Mapping[str, NodeState],
     return SwitchTarget(release_id, engine, side)
 
 
-def previous_good_release(inv: "Inventory", states: Mapping[str, NodeState]) -> Optional[str]:
+def previous_good_release(inv: "Inventory", states: Mapping[str, NodeState],
+                          members: Optional[list["Host"]] = None) -> Optional[str]:
     """The newest release deployed before the current one that did not fail and is still
-    on every node."""
-    head_state = states[inv.head.name]
+    on every node (of MEMBERS: the run's hosts; default every host)."""
+    hosts = members if members is not None else list(inv.hosts)
+    head_state = states[hosts[0].name] if members is not None else states[inv.head.name]
     on_every_node = set.intersection(*[
-        {r.id for r in states[h.name].releases if r.status != "failed"} for h in inv.hosts])
+        {r.id for r in states[h.name].releases if r.status != "failed"} for h in hosts])
     for event in reversed(head_state.history):
         release = event.get("release")
         if event.get("event") in ("deployed", "rollback") and release != head_state.current \

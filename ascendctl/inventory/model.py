@@ -208,6 +208,10 @@ class HealthSpec(Section):
     npu_free_timeout_s: float = Field(default=120, ge=5, le=3600)
     stable_s: float = Field(default=600, ge=0, le=86400)         # serving this long: attempts reset
     token: Optional[SecretRef] = None        # signs the plan; default: derived from api_key
+    # hardware faults (docs/faults.md): the site's policy file merged over the defaults
+    # (relative to the inventory's directory), and how often each node reads its signals
+    fault_policy: Optional[str] = Field(default=None, min_length=1, max_length=4096)
+    fault_interval_s: float = Field(default=10, ge=1, le=3600)
 
 
 class EngineArgsSection(Section):

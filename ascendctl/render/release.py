@@ -20,7 +20,7 @@ from ascendctl.errors import InputError
 from ascendctl.inventory import Host, Inventory
 from ascendctl.inventory.pd import launch_views
 from ascendctl.plan.inventory_plan import resolve_model_config
-from ascendctl.render import health, prometheus, proxy, timeouts
+from ascendctl.render import faults, health, prometheus, proxy, timeouts
 from ascendctl.render.engine import (
     data_parallel_ranks, engine_argv, engine_environment, ray_argv,
 )
@@ -99,7 +99,8 @@ def render_node(inv: Inventory, host: Host, *, release_id: str,
                 secrets: Mapping[str, str] | None = None, nic: str | None = None,
                 rank_table: bytes, checkpoint_dtype: str | None,
                 engine: EngineIdentity | None = None,
-                gateway_state_url: str | None = None) -> list[RenderedFile]:
+                gateway_state_url: str | None = None,
+                serving_groups: int = 1) -> list[RenderedFile]:
     s = inv.serving
     release = release_dir(inv.deploy.root, release_id)
     files: list[RenderedFile] = []
@@ -154,6 +155,7 @@ def render_node(inv: Inventory, host: Host, *, release_id: str,
                                  unit_context=unit_context,
                                  gateway_state_url=gateway_state_url)
 
+    files.append(faults.faults_config(inv, host, serving_groups=serving_groups))
     files.append(_watchdog_config(inv, restarted))
     files.append(RenderedFile(layout.unit_file(WATCHDOG_UNIT), render_template(
         "systemd/ascendctl-watchdog.service.j2", unit=restarted,
@@ -190,7 +192,8 @@ def render_release(inv: Inventory, *, release_id: str,
                                               secrets=secrets,
                                               nic=(nics or {}).get(host.name),
                                               rank_table=table, checkpoint_dtype=dtype,
-                                              engine=engine, gateway_state_url=gateway_url)
+                                              engine=engine, gateway_state_url=gateway_url,
+                                              serving_groups=len(inv.serving_groups))
     gateway = inv.gateway
     watcher = health.gateway_config(inv, proxy.site_path(inv)) if gateway_url else None
     if gateway is not None and watcher is not None and gateway.name in rendered:

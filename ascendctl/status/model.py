@@ -76,6 +76,8 @@ class NodeStatus:
     problems: list[str] = field(default_factory=list)
     maintenance: Optional[dict[str, Any]] = None    # drained / isolated (ascendctl node)
     fault_events: list[dict[str, Any]] = field(default_factory=list)   # the fault monitor
+    fault_signals: list[dict[str, Any]] = field(default_factory=list)  # present at its reading
+    fault_limits: Optional[str] = None      # e.g. one group: drain and isolate only alert
 
     @property
     def where(self) -> str:

@@ -53,6 +53,9 @@ def node_status(host: Host, raw: dict[str, Any], *, expect_npus: int,
     status.maintenance = raw.get("maintenance") if isinstance(raw.get("maintenance"), dict) \
         else None
     status.fault_events = [e for e in raw.get("fault_events") or [] if isinstance(e, dict)]
+    status.fault_signals = [o for o in raw.get("fault_signals") or [] if isinstance(o, dict)]
+    limits = raw.get("fault_limits")
+    status.fault_limits = limits if isinstance(limits, str) else None
     status.problems = node_problems(status, expect_npus)
     return status
 
@@ -73,10 +76,10 @@ def node_problems(status: NodeStatus, expect_npus: int) -> list[str]:
     for holder in status.foreign:
         problems.append(f"NPU {holder.npu} HBM held by PID {holder.pid} ({holder.name or '?'}, "
                         f"{holder.mem_mb} MB), not the engine")
-    for event in status.fault_events[-3:]:
-        if event.get("action") not in (None, "ignore"):
-            problems.append(f"fault {event.get('key')} on {event.get('subject')}: "
-                            f"{event.get('action')} ({event.get('detail') or ''})")
+    for signal in status.fault_signals:
+        problems.append(f"fault signal {signal.get('key')} on {signal.get('subject')}: "
+                        f"{signal.get('detail') or ''}"
+                        + (f" ({status.fault_limits})" if status.fault_limits else ""))
     engine = {u.unit for u in status.engine}
     for unit, state in status.units.items():
         if unit not in engine and not state.startswith("active/"):

@@ -125,6 +125,7 @@ class Agent:
         self._npu: tuple[float, NpuTable, str] = (float("-inf"), None, "not read yet")
         self._journal: dict[tuple[str, Optional[float]], Optional[str]] = {}
         self.started_at = clock()
+        self.faults: Any = None         # the fault monitor, when the release has faults.json
 
     # -- observing ---------------------------------------------------------------------
 
@@ -190,6 +191,7 @@ class Agent:
             "last_action": self.memory.last_action,
             "request": self.restart_request(),
             "maintenance": self.maintenance(),
+            "faults": self.faults.view() if self.faults is not None else None,
         }
 
     def maintenance(self) -> Optional[dict[str, Any]]:

@@ -132,6 +132,23 @@ def render_agent_metrics(metrics: Metrics, snapshot: dict[str, Any]) -> None:
         metrics.add("ascendctl_engine_starts_total", "engine starts by the recovery agent "
                     "in this release", int((snapshot.get("starts") or {}).get(unit, 0)),
                     kind="counter", unit=unit)
+    record = snapshot.get("maintenance") or {}
+    for choice in ("drained", "isolated"):
+        metrics.add("ascendctl_node_maintenance", "1 while the node is out of serving in this "
+                    "state (ascendctl node drain, or the fault policy)",
+                    int(record.get("state") == choice), state=choice)
+    faults = snapshot.get("faults") or {}
+    if faults:
+        latest: dict[str, float] = {}
+        for event in faults.get("events") or []:
+            action = str(event.get("action") or "alert")
+            latest[action] = max(latest.get(action, 0.0), float(event.get("time") or 0.0))
+        for action, at in sorted(latest.items()):
+            metrics.add("ascendctl_fault_action_time_seconds", "when the fault policy last "
+                        "took this action on the node (epoch seconds)", round(at, 3),
+                        action=action)
+        metrics.add("ascendctl_fault_signals", "fault signals present at the last reading",
+                    len(faults.get("observations") or []))
     holders = snapshot.get("npu") or {}
     if holders.get("ok"):
         foreign = holders.get("foreign") or []
@@ -295,6 +312,33 @@ def start_gateway(agent_config: str, stop: threading.Event) -> Any:
     return watcher
 
 
+def start_faults(agent_config: str, agent: Any, stop: threading.Event) -> Any:
+    """The fault monitor (faults/monitor.py) when the release has faults.json: it reads the
+    node's fault signals and takes the policy's actions (faults/actions.py)."""
+    import os
+
+    path = os.path.join(os.path.dirname(agent_config), layout.FAULTS_CONFIG)
+    if not os.path.exists(path):
+        return None
+    from ascendctl_runtime import engine_state as es
+    from ascendctl_runtime.contract import FaultsConfig
+    from ascendctl_runtime.faults import actions
+    from ascendctl_runtime.faults.monitor import FaultMonitor
+
+    units = agent.config.units
+    try:
+        monitor = FaultMonitor(FaultsConfig.load(path),
+                               own_pids=lambda: es.engine_pids(es.read_units(units)))
+    except (OSError, ValueError, TypeError) as err:
+        print(f"ascendctl-exporter: bad faults config: {err}", file=sys.stderr, flush=True)
+        return None
+    agent.faults = monitor
+    threading.Thread(target=actions.run_forever, name="faults", daemon=True,
+                     args=(monitor, agent.config.root, agent.config.node, agent.config.cluster,
+                           stop)).start()
+    return monitor
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="ascendctl_runtime.exporter")
     parser.add_argument("--listen", default=ANY_IPV4, help="the address to bind (:: is "
@@ -325,6 +369,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         threading.Thread(target=agent.run_forever, args=(stop,), name="agent",
                          daemon=True).start()
     gateway = start_gateway(args.agent, stop) if args.agent else None
+    if agent is not None:
+        start_faults(args.agent, agent, stop)
     server, note = http_server(args.listen, args.port,
                                make_handler(Collector(args.cache_seconds, reader, agent),
                                             gateway))

@@ -158,6 +158,7 @@ class GatewayWatcher:
             head = next(g for g in self.config.groups if g.name == group)
             if self.healthy(head.health_url, self.config.state_timeout_s):
                 back.add(group)
+        wanted -= deploy_down       # already out (a deploy's switch): not ours to put back
         new_site = mark(site, wanted, back)
         if new_site != site:
             try:

@@ -68,6 +68,7 @@ MAINTENANCE_FILE = "maintenance.json"       # drained or isolated, until undrain
 GATEWAY_STATE = "gateway.json"              # the gateway watcher: groups it took out
 FAULTS_STATE = "faults-state.json"         # the fault monitor's counters and log offsets
 FAULT_EVENTS = "fault-events.json"         # its last events
+FAULT_VIEW = "fault-view.json"             # its last reading: signals present, errors
 
 
 def release_dir(root: str, release_id: str) -> str:

@@ -208,7 +208,15 @@ def op_state(root: str, units: list[str], history_tail: int = 50,
         "units": {unit: unit_state(unit) for unit in units},
         "nic": nic_carrying(ip) if ip else None,
         "device_ips": [addr for _i, addr in sorted(hccn_conf_addresses().items())],
+        "maintenance": _maintenance(root),
     }
+
+
+def _maintenance(root: str) -> Optional[dict[str, Any]]:
+    from ascendctl_runtime import maintenance
+
+    record = maintenance.read(root)
+    return record.to_dict() if record else None
 
 
 def unit_state(unit: str) -> dict[str, Any]:

@@ -72,8 +72,11 @@ def node_maintenance(root: str) -> dict[str, Any]:
     """The node's maintenance record and the fault monitor's latest events."""
     record = maintenance.read(root)
     events = healthstore.read_json(healthstore.health_path(root, layout.FAULT_EVENTS)) or {}
+    view = healthstore.read_json(healthstore.health_path(root, layout.FAULT_VIEW)) or {}
     return {"maintenance": record.to_dict() if record else None,
-            "fault_events": list(events.get("events") or [])[-FAULT_EVENTS_SHOWN:]}
+            "fault_events": list(events.get("events") or [])[-FAULT_EVENTS_SHOWN:],
+            "fault_signals": list(view.get("observations") or []),
+            "fault_limits": view.get("limits")}
 
 
 def op_status(root: str, engine_units: list[str], side_units: list[str], ports: int,

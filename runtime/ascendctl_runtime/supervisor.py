@@ -19,8 +19,8 @@ booted), the HBM watchdog asked for a restart, or the group fails the probe for
 An attempt that fails (a rank crashes during start, a timeout) is retried with back-off; after
 max_attempts the group is stopped and stays down (`gave-up`) with the reason, until it is
 seen serving again (a redeploy). A rank whose node is in maintenance (maintenance.py)
-takes the group out of service instead (maintenance_phase.py) until the node returns. A rank stopped on purpose (`systemctl stop`, Result=success)
-is never restarted; a hold file (<root>/supervisor.hold) holds every action until it
+takes the group out of service instead (maintenance_phase.py) until the node returns. A
+rank stopped on purpose (`systemctl stop`, Result=success) is never restarted; a hold file (<root>/supervisor.hold) holds every action until it
 expires. Every recovery is an event in <root>/history.jsonl and a line in the journal.
 """
 
@@ -156,6 +156,7 @@ class Supervisor:
         self.last_probe_at = float("-inf")
         self.last_tokens: Optional[float] = None
         self.plan: Optional[gangplan.Plan] = None
+        self.started_at = clock()
 
     # -- persistence -------------------------------------------------------------------
 
@@ -286,11 +287,18 @@ class Supervisor:
                     transitional.append(f"{where}: {unit} {state}")
             request = view.get("request")
             if isinstance(request, dict) and request.get("id") and \
-                    str(request["id"]) not in self.state.handled_requests:
+                    str(request["id"]) not in self.state.handled_requests and \
+                    not self.stale(request):
                 requests.append({**request, "node": spec.node, "rank": spec.rank})
         return {"cause": cause, "paused": paused, "manual": manual,
                 "unreachable": unreachable, "maintenance": maintenance,
                 "transitional": transitional, "requests": requests, "summary": summary}
+
+    def stale(self, request: dict[str, Any]) -> bool:
+        """A request made before this supervisor started (before a deploy or a maintenance
+        stop put a release in place) asked about engines that are gone."""
+        made = request.get("time")
+        return isinstance(made, (int, float)) and made < self.started_at
 
     def all_running(self, views: dict[str, Optional[dict[str, Any]]]) -> bool:
         for spec in self.config.ranks:
@@ -370,7 +378,8 @@ class Supervisor:
             request = assessment["requests"][0]
             self.state.handled_requests = (self.state.handled_requests
                                            + [str(request["id"])])[-HANDLED_REQUESTS_KEPT:]
-            return self.begin(now, f"rank {request['rank']} ({request['node']}): HBM watchdog: "
+            asker = "fault policy" if request.get("source") == "fault-policy" else "HBM watchdog"
+            return self.begin(now, f"rank {request['rank']} ({request['node']}): {asker}: "
                               f"{request.get('reason', 'restart requested')}", request["node"],
                               request["rank"])
         if result.get("ok") and self.all_running(views):

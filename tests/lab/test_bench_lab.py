@@ -11,10 +11,8 @@ and test_doctor_lab.py produces its failures on it next.
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -23,7 +21,7 @@ import pytest
 import yaml
 from junitparser import JUnitXml
 
-from tests.lab.health_helpers import API_KEY, KEY_ENV
+from tests.lab.health_helpers import API_KEY, ascendctl
 from tests.lab.health_helpers import deploy as deploy_group
 from tests.lab.health_helpers import inventory as gang_inventory
 
@@ -35,12 +33,6 @@ pytestmark = [pytest.mark.lab, pytest.mark.timeout(5400)]
 SHARES_DEPLOYMENT_OF = "test_health_lab"
 ROOT = "/var/lib/ascendctl"
 TINY = ["--input-len", "32", "--output-len", "16", "--num-prompts", "8", "--concurrency", "4"]
-
-
-def ascendctl(*args: str, timeout: float = 1200) -> subprocess.CompletedProcess:
-    env = {**os.environ, KEY_ENV: API_KEY, "ASCENDCTL_PLAIN": "1"}
-    return subprocess.run([sys.executable, "-m", "ascendctl", *args], capture_output=True,
-                          text=True, timeout=timeout, env=env, stdin=subprocess.DEVNULL)
 
 
 # A real vLLM engine: `vllm serve` (API server, or a headless rank) and its engine cores;

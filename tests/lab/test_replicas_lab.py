@@ -28,6 +28,17 @@ Q. the quality gate of one group (`bench --quality --group replica0`, what a one
    group): the report names the failed prompt and what came back;
 6. `bench` and `doctor` cover every group.
 
+F. hardware faults and maintenance (docs/faults.md), on the same deployment (every release
+   here carries a site fault policy: engine.stall → restart at two readings):
+   1. a multi-bit ECC error on node1 under a stream: detected within 15 s, replica1 out of
+      the gateway within 30 s, no request failed; `status` and `history` name node1, the
+      fault and the action; it stays out after `lab heal` until `node undrain`;
+   2. `node drain node0` under a stream fails no request; a deploy skips replica0 (the
+      gateway's group: the lock and the bookkeeping move to replica1's head); `undrain`
+      re-checks node0 and returns it;
+   3. a SIGSTOPped engine on node1 is restarted by the policy within the supervisor's
+      probe window.
+
 Two engines at most (one per group). Run under the machine's engine slot:
 `flock /run/lock/ascendctl-engine-slot .venv/bin/pytest tests/lab/test_replicas_lab.py`.
 """
@@ -72,6 +83,8 @@ def write_inventory(state: dict, name: str, *, serving: dict | None = None,
     data = yaml.safe_load(Path(state["lab"].inventory_path).read_text())
     vars_ = data["all"]["vars"]
     vars_["serving"].update(serving or {})
+    # every release here carries the site's fault policy of test F3
+    vars_["serving"].setdefault("health", {})["fault_policy"] = str(state["fault_policy"])
     if deploy is not None:
         vars_["deploy"] = deploy
     if quality is not None:
@@ -157,6 +170,8 @@ def state(tmp_path_factory):
                  "proxy_host": gateway["ansible_host"],
                  "proxy_port": data["all"]["vars"]["serving"]["proxy"]["port"],
                  "api_key": lab.api_key_file.read_text().strip(), "timings": timings}
+        state["fault_policy"] = state["dir"] / "faults-site.json"
+        state["fault_policy"].write_text(json.dumps(STALL_POLICY))
         state["inv_a"] = write_inventory(state, "a", deploy={"rolling": {"max_unavailable": 2}})
         state["agree_prompts"] = agreement_prompt_file(state["dir"])
         state["agree"] = {"agree_with_previous": True, "min_agreement": 0.9,
@@ -478,3 +493,150 @@ def test_bench_and_doctor_cover_every_group(state):
     assert [(n["name"], n["group"], n["status"]) for n in collected["nodes"]] == \
         [(node, group, "ok") for group, node in GROUPS.items()]
     assert all(f["group"] in GROUPS for f in collected["findings"])
+
+
+# -- F: hardware faults and node maintenance (issue 24), on the same two groups --------------
+
+FAULT_READING_S = 10          # serving.health.fault_interval_s (the default)
+STALL_POLICY = {"format": "ascendctl-faults/1",
+                "restart": [{"codes": ["engine.stall"], "persistence": {"readings": 2}}]}
+
+
+def serving_inventory(state: dict) -> Path:
+    """The inventory of the release that serves now (B after the rolling deploy)."""
+    return state.get("inv_b") or state["inv_a"]
+
+
+def node_json(state: dict, node: str, name: str) -> dict:
+    text = node_sh(state, node, f"cat {ROOT}/health/{name} 2>/dev/null || echo null")
+    return json.loads(text) or {}
+
+
+def wait_for(what: str, probe, limit_s: float, every_s: float = 0.5):
+    deadline = time.monotonic() + limit_s
+    while True:
+        found = probe()
+        if found:
+            return found
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {limit_s:.0f} s: {what}")
+        time.sleep(every_s)
+
+
+def fault_event(state: dict, node: str, key: str, after: float) -> dict | None:
+    events = node_json(state, node, "fault-events.json").get("events") or []
+    return next((e for e in events if e["key"] == key and e["time"] >= after), None)
+
+
+def status_json(inv: Path) -> dict:
+    result = ascendctl("status", "-i", str(inv), "--json", timeout=180)
+    return json.loads(result.stdout)
+
+
+def node_cli(*args: str) -> tuple[subprocess.CompletedProcess, dict]:
+    result = ascendctl("node", *args, "--json", timeout=900)
+    try:
+        return result, json.loads(result.stdout)
+    except ValueError:
+        raise AssertionError(result.stdout[-3000:] + result.stderr[-3000:]) from None
+
+
+def test_f1_multibit_ecc_on_node1_takes_its_replica_out_under_a_stream_until_undrain(state):
+    inv, lab = serving_inventory(state), state["lab"]
+    with stream(state) as requests:
+        requests.wait_for(10, 60)
+        injected = time.time()
+        lab.fault("node1", "ecc-multibit")
+        event = wait_for("node1's monitor reports ecc.multi_bit",
+                         lambda: fault_event(state, "node1", "ecc.multi_bit", injected), 60)
+        out = wait_for("the gateway takes replica1 out",
+                       lambda: (lambda g: g if g.get("out") == ["replica1"] else None)(
+                           node_json(state, "node0", "gateway.json")), 60)
+        wait_for("replica1's supervisor stops it", lambda: node_json(
+            state, "node1", "supervisor.json").get("maintenance_step") == "stopped", 120)
+        sent = requests.result.sent
+        requests.wait_for(sent + 20, 60)             # replica0 carries the stream alone
+    counts = requests.result
+    detected, taken_out = event["time"] - injected, out["applied_at"] - injected
+    state["timings"]["F1 ecc detected / out of the gateway"] = taken_out
+    print(f"\nF1: detected after {detected:.1f} s, out of the gateway after {taken_out:.1f} s; "
+          f"{counts.sent} requests, {counts.failed} failed")
+    assert (event["action"], event["subject"]) == ("drain", "npu0")
+    assert "HBM Double Bit Error Count" in event["evidence"]
+    assert detected <= 15 and taken_out <= 30
+    assert counts.failures == [] and counts.sent > sent
+    site = node_sh(state, "node0", "cat /etc/nginx/conf.d/ascendctl-*.conf")
+    replica1_line = site.split("# serving group replica1:")[1].splitlines()[1]
+    assert replica1_line.rstrip().endswith(" down;")
+    seen = status_json(inv)
+    assert seen["verdict"] == "degraded"
+    said = " ".join(seen["reasons"])
+    assert "node1 drained" in said and "by policy" in said and "ecc.multi_bit on npu0" in said
+    past = history(inv)
+    assert past["maintenance"]["node1"]["key"] == "ecc.multi_bit"
+    assert any(e.get("event") == "drained" and e.get("node") == "node1" and
+               e.get("by") == "policy" for e in past["events"])
+    # the fault is gone, the node stays out until an operator returns it
+    lab.heal("node1")
+    time.sleep(2 * FAULT_READING_S + 2)
+    assert node_json(state, "node1", "maintenance.json")["state"] == "drained"
+    assert node_json(state, "node0", "gateway.json")["out"] == ["replica1"]
+    result, report = node_cli("undrain", "node1", "-i", str(inv))
+    assert result.returncode == 0, report
+    assert report["checks"]["exit_code"] in (0, 3) and report["ok"]
+    assert node_json(state, "node0", "gateway.json")["out"] == []
+    seen = status_json(inv)
+    assert seen["verdict"] == "healthy", seen["reasons"]
+
+
+def test_f2_draining_node0_fails_no_request_deploys_skip_it_and_undrain_returns_it(state):
+    inv = serving_inventory(state)
+    with stream(state) as requests:
+        requests.wait_for(10, 60)
+        result, report = node_cli("drain", "node0", "--reason", "driver upgrade, ticket 4711",
+                                  "-i", str(inv), "--yes")
+        sent = requests.result.sent
+        requests.wait_for(sent + 20, 60)
+    assert result.returncode == 0, report
+    assert requests.result.failures == [] and requests.result.sent > sent
+    assert node_json(state, "node0", "gateway.json")["out"] == ["replica0"]
+    listed = json.loads(ascendctl("node", "list", "-i", str(inv), "--json").stdout)
+    assert listed["nodes"]["node0"]["reason"] == "driver upgrade, ticket 4711"
+    assert listed["nodes"]["node1"] is None
+    # a deploy keeps off the drained group: it is named, and its engine stays stopped
+    before = engine_jobs(state, "node0", time.time() - 1)
+    deployed, data = deploy(inv)
+    assert deployed.returncode == 0, data["summary"] + deployed.stderr[-2000:]
+    assert list(data["skipped_groups"]) == ["replica0"]
+    assert "skips serving group replica0: node0 drained" in deployed.stderr
+    assert engine_jobs(state, "node0", time.time() - 1) == before
+    events = history(inv)["events"]
+    assert any(e.get("event") == "drained" and e.get("node") == "node0" for e in events)
+    with stream(state) as requests:
+        requests.wait_for(10, 60)
+        result, report = node_cli("undrain", "node0", "-i", str(inv))
+    assert result.returncode == 0, report
+    assert requests.result.failures == []
+    assert node_json(state, "node0", "gateway.json")["out"] == []
+    assert node_json(state, "node0", "maintenance.json") == {}
+
+
+def test_f3_a_stalled_engine_is_restarted_by_the_policy_within_the_probe_window(state):
+    inv, lab = serving_inventory(state), state["lab"]
+    stopped = time.time()
+    lab.fault("node1", "engine-hang")
+    event = wait_for("node1's monitor acts on engine.stall",
+                     lambda: fault_event(state, "node1", "engine.stall", stopped), 90)
+    assert event["action"] == "restart" and "unanswered" in event["detail"]
+    acted = event["time"] - stopped
+    window = 30.0            # serving.health.probe_failure_s: the supervisor's own limit
+    print(f"\nF3: the stall acted on after {acted:.1f} s (probe window {window:.0f} s)")
+    assert acted <= window
+    recovered = wait_for("replica1 recovered", lambda: (lambda s: s if s.get("phase") ==
+                         "serving" and s.get("last_recovery") and s["last_recovery"].get(
+                             "cause", "").find("fault policy: engine.stall") >= 0 else None)(
+                         node_json(state, "node1", "supervisor.json")), 300, every_s=2)
+    assert "fault policy: engine.stall" in recovered["last_recovery"]["cause"]
+    lab.heal("node1")
+    seen = status_json(inv)
+    assert seen["verdict"] == "healthy", seen["reasons"]

@@ -132,6 +132,8 @@ class Cluster:
         self.root = root
         self.probe_answers: list[dict[str, Any]] = []
         self.tokens: Optional[float] = None
+        self.in_flight_answers: list[Optional[float]] = []   # the head's running + waiting
+        self.gateway: Optional[bool] = None         # the gateway has the group out (None: none)
         self.events: list[dict[str, Any]] = []
         self.nodes: list[Node] = []
         for rank in range(nodes):
@@ -201,6 +203,12 @@ class Cluster:
 
     def generation_tokens(self) -> Optional[float]:
         return self.tokens
+
+    def in_flight(self) -> Optional[float]:
+        return self.in_flight_answers.pop(0) if self.in_flight_answers else 0.0
+
+    def gateway_out(self) -> Optional[bool]:
+        return self.gateway
 
     # -- driving ---------------------------------------------------------------------
 

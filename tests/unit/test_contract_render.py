@@ -43,7 +43,7 @@ def test_each_rendered_config_is_read_by_the_nodes_class(tmp_path, edit):
             assert json.loads(config.to_json()) == json.loads(rendered.content), rendered.path
             seen.add(rendered.path)
     expected = {layout.ENGINE_CONFIG, layout.WATCHDOG_CONFIG, layout.AGENT_CONFIG,
-                layout.SUPERVISOR_CONFIG}
+                layout.SUPERVISOR_CONFIG, layout.FAULTS_CONFIG}
     assert seen == (expected | {layout.RAY_CONFIG} if edit is ray else expected)
 
 

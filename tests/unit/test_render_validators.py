@@ -112,7 +112,7 @@ def test_alert_rules_and_scrape_config_pass_promtool(tmp_path):
     result = subprocess.run([tool("promtool"), "check", "rules", str(rules)],
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 14 rules found" in result.stdout
+    assert "SUCCESS: 16 rules found" in result.stdout
     result = subprocess.run([tool("promtool"), "check", "config",
                              str(cluster / "prometheus" / "prometheus.yml")],
                             capture_output=True, text=True)

@@ -230,3 +230,33 @@ def test_an_unreachable_rank_while_the_group_still_answers_is_degraded(inv):
     assert status.verdict == Verdict.DEGRADED and status.exit_code == Exit.UNREACHABLE
     assert any(r.startswith("rank 1 (node1) unreachable") and "still answers" in r
                for r in status.reasons)
+
+
+def test_a_node_in_maintenance_is_down_with_who_when_and_why(inv):
+    raws = healthy(inv)
+    raws["node1"]["maintenance"] = {"state": "drained", "since": NOW - 60, "by": "policy",
+                                    "reason": "ecc.multi_bit on npu0: 0 -> 1", "key":
+                                    "ecc.multi_bit", "evidence": "HBM Double Bit Error Count : 1"}
+    raws["node1"]["states"][ENGINE] = unit("stopped", "inactive", "dead", since=NOW - 50)
+    status = cluster(inv, raws)
+    assert status.verdict == Verdict.DOWN
+    reason = status.reasons[0]
+    assert reason.startswith("node1 drained since ") and "by policy: ecc.multi_bit on npu0" in reason
+    assert "evidence: HBM Double Bit Error Count : 1" in reason
+    assert reason.endswith("out of service until `ascendctl node undrain node1`")
+    assert not any("engine" in r and "stopped" in r for r in status.reasons)
+    assert status.nodes[1].maintenance["key"] == "ecc.multi_bit"
+
+
+def test_a_fault_signal_present_now_is_degraded_and_a_past_event_is_not(inv):
+    raws = healthy(inv)
+    raws["node1"]["fault_events"] = [{"key": "ecc.multi_bit", "subject": "npu0",
+                                      "action": "drain", "time": NOW - 100}]
+    assert cluster(inv, raws).verdict == Verdict.HEALTHY
+    raws["node1"]["fault_signals"] = [{"key": "link.down", "subject": "port3",
+                                       "detail": "link status DOWN"}]
+    raws["node1"]["fault_limits"] = "only one serving group: drain and isolate act as alert"
+    status = cluster(inv, raws)
+    assert status.verdict == Verdict.DEGRADED
+    assert "rank 1 (node1): fault signal link.down on port3: link status DOWN (only one " \
+        "serving group: drain and isolate act as alert)" in status.reasons

@@ -46,6 +46,10 @@ def apply_site(ctx: ModuleContext, run: DeployRun, drained: AbstractSet[str]) ->
     inv = ctx.inventory
     gateway = inv.gateway
     assert gateway is not None
+    if gateway.serving_group in run.in_maintenance:
+        # not a host of this run: its nginx keeps the site it has (the groups in
+        # maintenance out, by its watcher)
+        return {"changed": False, "was_active": True, "content": "", "in_maintenance": True}
     content = render_site(inv, set(drained) | run.in_maintenance)
     try:
         answer = call_node(ctx.connection_for(gateway.name), node=gateway.name,
@@ -86,6 +90,9 @@ class ProxySite(Module):
             return ModuleResult(msg="serving.proxy.enabled is false: no proxy")
         run = DeployRun.of(ctx)
         run.require_no_failure(ctx)
+        if gateway.serving_group in run.in_maintenance:
+            return ModuleResult(msg=f"the gateway {gateway.name} is in maintenance (serving "
+                                f"group {gateway.serving_group}): its site is left as it is")
         answer = apply_site(ctx, run, run.balancer_out)
         groups = ", ".join(g.name for g in inv.serving_groups)
         path = site_path(inv)
@@ -144,7 +151,8 @@ class Balancer(Module):
                                 "its traffic, so no drain (requests that arrive while it "
                                 "restarts are refused)")
         others = [g.name for g in inv.serving_groups if g.name not in switching
-                  and g.name not in run.balancer_out and g.name not in run.not_serving]
+                  and g.name not in run.balancer_out and g.name not in run.not_serving
+                  and g.name not in run.in_maintenance]
         if not others:
             return ModuleResult(msg=f"every serving group switches at once (deploy.rolling."
                                 f"max_unavailable {inv.deploy.rolling.max_unavailable}): "

@@ -33,7 +33,7 @@ class DeployLock(Module):
 
     def run(self, ctx: ModuleContext, args: Args) -> ModuleResult:
         run = DeployRun.of(ctx)
-        head = ctx.inventory.head
+        head = run.anchor
         ops = run.ops(head, ctx.connection_for(head.name))
         # Taking and giving back the lock leaves nothing changed on the cluster: "ok".
         if args.state == "released":

@@ -168,7 +168,8 @@ class QualityGateStep(Module):
             if other.name == group:
                 continue
             head = run.group_head(other.name)
-            if head.name in run.restarting or other.name in run.not_serving:
+            if head.name in run.restarting or other.name in run.not_serving \
+                    or other.name in run.in_maintenance:
                 continue
             if _serves(run, head, previous):
                 return LiveReference(head, ctx.connection_for(head.name), previous)

@@ -106,7 +106,8 @@ def restore(ctx: ModuleContext, run: DeployRun, hosts: list[Host], failed: Switc
             wait_reachable(ctx, run, hosts, budget)
             stop(ctx, run, hosts, failed)
             if back is not None:
-                bring_up(ctx, run, hosts, existing_target(run.inv, run.states, back))
+                bring_up(ctx, run, hosts, existing_target(run.inv, run.states, back,
+                                                          run.members))
             point_current(ctx, run, hosts, back)
             return []
         except StepFailed as err:
@@ -205,7 +206,7 @@ def point_current(ctx: ModuleContext, run: DeployRun, hosts: list[Host],
         ops = run.ops(host, conn)
         if back is not None:
             ops.switch(back)
-            units = existing_target(run.inv, run.states, back).units(host.name)
+            units = existing_target(run.inv, run.states, back, run.members).units(host.name)
             conn.run(["systemctl", "enable", "--quiet", *units], become=ctx.become)
         elif host.name in run.committed:
             ops.unset_current()
@@ -233,7 +234,7 @@ def record_failure(ctx: ModuleContext, run: DeployRun, release_id: str) -> None:
         ops.mark(release_id, "failed")
         ops.history(event)
 
-    ctx.pool.map(one, [h.name for h in run.inv.hosts if h.serving_group not in keeping])
+    ctx.pool.map(one, [h.name for h in run.members if h.serving_group not in keeping])
 
 
 def read_currents(ctx: ModuleContext, run: DeployRun) -> dict[str, Optional[str]]:
@@ -244,5 +245,5 @@ def read_currents(ctx: ModuleContext, run: DeployRun) -> dict[str, Optional[str]
         except AscendctlError:
             return "unreachable"
 
-    results = ctx.pool.map(one, [h.name for h in run.inv.hosts])
+    results = ctx.pool.map(one, [h.name for h in run.members])
     return {name: (r.value if r.ok else "unreachable") for name, r in results.items()}

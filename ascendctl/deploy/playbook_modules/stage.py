@@ -3,6 +3,8 @@ engines are touched."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from collections.abc import Mapping
 from typing import Any, Optional
 
@@ -84,11 +86,11 @@ def resolve_release(run: DeployRun, wanted: Optional[str]) -> Optional[str]:
     if wanted in (None, "", "new"):
         return None
     if wanted == "previous":
-        found = previous_good_release(run.inv, run.states)
+        found = previous_good_release(run.inv, run.states, run.members)
         if found is None:
             raise ModuleError("no earlier good release to roll back to (see `ascendctl history`)")
         return found
-    for host in run.inv.hosts:
+    for host in run.members:
         if wanted not in run.state(host).release_ids:
             raise ModuleError(f"release {wanted} is not on {host.name} (pruned or never "
                               "deployed there); see `ascendctl history`")
@@ -138,6 +140,9 @@ class WeightsPush(Module):
         if plan is None:
             return ModuleResult(msg=f"model.path {ctx.inventory.model.path}: weights are "
                                 "already on the nodes")
+        if run.in_maintenance:      # nodes in maintenance get nothing (they are not here)
+            members = {h.name for h in run.members}
+            plan = dataclasses.replace(plan, nodes=[n for n in plan.nodes if n.name in members])
 
         pool = ctx.pool
         if ctx.check:
