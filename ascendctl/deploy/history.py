@@ -129,7 +129,7 @@ def history_table(data: dict[str, Any]):
 
         table.caption = "; ".join(f"{node} {describe(record)}" for node, record in out.items())
     if not data["consistent"]:
-        table.caption = ((table.caption + "; ") if out else "") + ("nodes disagree: " + ", ".join(
+        table.caption = (f"{table.caption}; " if out else "") + ("nodes disagree: " + ", ".join(
             f"{n}={c}" for n, c in data["current"].items())
             + "".join(f"; {n} unreachable: {e}" for n, e in data["unreachable"].items()))
     return table
