@@ -247,14 +247,26 @@ def _stop_engine(lab: Lab, node: str) -> list[dict]:
     if not shown.isdigit() or int(shown) == 0:
         raise InputError(f"{node}: {ENGINE_UNIT} is not running (MainPID {shown or 'none'}); "
                          "deploy an engine first", field="NODE")
-    cgroup = lab.exec(node, ["systemctl", "show", "-P", "ControlGroup", ENGINE_UNIT],
-                      check=False).stdout.strip()
-    procs = lab.exec(node, ["cat", f"/sys/fs/cgroup{cgroup}/cgroup.procs"],
-                     check=False).stdout.split() if cgroup.startswith("/") else []
-    pids = sorted({int(shown), *(int(p) for p in procs if p.isdigit())})
+    pids = _descendants(lab, node, int(shown))
     records = [{"pid": pid, "start": _start_time(lab, node, pid)} for pid in pids]
     lab.exec(node, ["kill", "-STOP", *(str(pid) for pid in pids)], check=False)
     return records
+
+
+def _descendants(lab: Lab, node: str, root: int) -> list[int]:
+    """ROOT and every process below it (the node's process table, `ps -e -o pid=,ppid=`)."""
+    children: dict[int, list[int]] = {}
+    for line in lab.exec(node, ["ps", "-e", "-o", "pid=,ppid="]).stdout.splitlines():
+        fields = line.split()
+        if len(fields) == 2 and fields[0].isdigit() and fields[1].isdigit():
+            children.setdefault(int(fields[1]), []).append(int(fields[0]))
+    found, pending = [], [root]
+    while pending:
+        pid = pending.pop()
+        if pid not in found:
+            found.append(pid)
+            pending += children.get(pid, [])
+    return sorted(found)
 
 
 def _start_time(lab: Lab, node: str, pid: int) -> str | None:

@@ -44,7 +44,10 @@ def build(*, name: str, chip: str, npus: int, roce_mtu: int, netmask: str, key: 
                             "tensor_parallel_size": 1, "pipeline_parallel_size": per_group,
                             "max_model_len": 256, "max_num_seqs": 8, "startup_timeout": 300,
                             "compilation_config": {"mode": 2, "backend": "eager"},
-                            "env": {"VLLM_CPU_KVCACHE_SPACE": "1"}},
+                            "env": {"VLLM_CPU_KVCACHE_SPACE": "1"},
+                            # the fault monitor runs ~20 simulated tool calls per reading on
+                            # each node: every 30 s on this small machine (10 s by default)
+                            "health": {"fault_interval_s": 30}},
                 "versions": versions,
                 # SLOs for `ascendctl bench` with tiny settings (e.g. --input-len 32
                 # --output-len 16): generous, as the nodes share a small machine's CPUs.

@@ -24,8 +24,10 @@ DEPLOY_TIMEOUT = 1200
 ENGINE = "ascendctl-engine.service"
 # Lab-sized policy: a probe failing 15 s restarts the group; 5 s of serving (one probe
 # interval) makes the next fault a fresh recovery (attempts reset), so a test waits that
-# long after each recovery; short back-off so the give-up test is quick.
-HEALTH = {"probe_failure_s": 15, "stable_s": 5, "backoff_s": 5, "max_attempts": 3}
+# long after each recovery; short back-off so the give-up test is quick; the fault monitor
+# every 30 s, as the lab inventory has it.
+HEALTH = {"probe_failure_s": 15, "stable_s": 5, "backoff_s": 5, "max_attempts": 3,
+          "fault_interval_s": 30}
 RECOVERY_GUARD_S = 300 + 180      # startup_timeout of the lab inventory + stop/start margin
 
 

@@ -84,7 +84,8 @@ def write_inventory(state: dict, name: str, *, serving: dict | None = None,
     vars_ = data["all"]["vars"]
     vars_["serving"].update(serving or {})
     # every release here carries the site's fault policy of test F3
-    vars_["serving"].setdefault("health", {})["fault_policy"] = str(state["fault_policy"])
+    vars_["serving"].setdefault("health", {}).update(fault_policy=str(state["fault_policy"]),
+                                                     fault_interval_s=FAULT_READING_S)
     if deploy is not None:
         vars_["deploy"] = deploy
     if quality is not None:

@@ -23,8 +23,9 @@ SOURCE = "fault-policy"
 
 
 def reason_of(event: FaultEvent) -> str:
-    return (f"{event.key} on {event.subject}: {event.detail} "
-            f"(policy: {event.policy_action}, {event.source})")
+    what = f"{event.key} on {event.subject}"
+    detail = event.detail if event.detail.startswith(what) else f"{what}: {event.detail}"
+    return f"{detail} (policy: {event.policy_action}, {event.source})"
 
 
 def act(root: str, node: str, event: FaultEvent) -> str:
