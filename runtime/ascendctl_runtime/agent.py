@@ -24,6 +24,7 @@ from typing import Any, Callable, Optional
 from ascendctl_runtime import engine_state as es
 from ascendctl_runtime import gangplan, healthstore, layout, maintenance
 from ascendctl_runtime.contract import AgentConfig
+from ascendctl_runtime.nodeutil import repeat
 
 NpuTable = Optional[list[tuple[int, int, str, Optional[int]]]]
 SYSTEMCTL_TIMEOUT_S = 120.0
@@ -342,12 +343,7 @@ class Agent:
         log(f"agent for {self.config.node} (rank {self.config.rank}, release "
             f"{self.config.release}): following {self.config.plan_url}")
         self.disable_boot_start()
-        while not stop.is_set():
-            try:
-                self.step()
-            except Exception as err:  # noqa: BLE001 - the agent must keep running
-                log(f"step failed: {type(err).__name__}: {err}")
-            stop.wait(self.config.interval_s)
+        repeat(stop, self.config.interval_s, self.step, "agent")
 
 
 def log(message: str) -> None:

@@ -15,7 +15,6 @@ group's supervisor reads before it drains the group.
 from __future__ import annotations
 
 import base64
-import json
 import threading
 import time
 import urllib.request
@@ -24,6 +23,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Set
 
 from ascendctl_runtime import healthstore, layout, proxy_node
 from ascendctl_runtime.contract import GatewayConfig
+from ascendctl_runtime.nodeutil import fetch_json, repeat, say
 
 GROUP_MARK = "# serving group "
 
@@ -74,15 +74,6 @@ def mark(site: str, down: Iterable[str], up: Iterable[str]) -> str:
             group = None
         out.append(line)
     return "".join(out)
-
-
-def fetch_json(url: str, timeout: float) -> Optional[Dict[str, Any]]:
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:
-            data = json.loads(response.read(4_000_000))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
 
 
 def answers_health(url: str, timeout: float) -> bool:
@@ -197,12 +188,7 @@ class GatewayWatcher:
     def run_forever(self, stop: threading.Event) -> None:
         log(f"watching {len(self.config.groups)} serving group(s) for maintenance: "
             f"{self.config.site_path}")
-        while not stop.is_set():
-            try:
-                self.step()
-            except Exception as err:  # noqa: BLE001 - the watcher must keep running
-                log(f"step failed: {type(err).__name__}: {err}")
-            stop.wait(self.config.interval_s)
+        repeat(stop, self.config.interval_s, self.step, "gateway")
 
 
 def _read_text(file: str) -> Optional[str]:
@@ -214,9 +200,7 @@ def _read_text(file: str) -> Optional[str]:
 
 
 def log(message: str) -> None:
-    import sys
-
-    print(f"ascendctl-gateway: {message}", file=sys.stderr, flush=True)
+    say("gateway", message)
 
 
 def groups_out(view: Optional[Dict[str, Any]]) -> List[str]:

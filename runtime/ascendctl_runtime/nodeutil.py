@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 ENV_ESCAPED = '"\\`$'     # what systemd unescapes after a backslash inside double quotes
 
@@ -112,3 +112,34 @@ def answer_call(payload: bytes, operations: dict[str, Callable[..., dict[str, An
         return 1
     print(json.dumps(result))
     return 0
+
+
+def fetch_json(url: str, timeout: float, limit: int = 4_000_000) -> Optional[dict[str, Any]]:
+    """The JSON object at URL (GET, at most LIMIT bytes), or None when it does not answer
+    or answers something else."""
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            data = json.loads(response.read(limit))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def say(component: str, message: str) -> None:
+    """One line on stderr (the unit's journal), as `ascendctl-<component>: <message>`."""
+    import sys
+
+    print(f"ascendctl-{component}: {message}", file=sys.stderr, flush=True)
+
+
+def repeat(stop: Any, interval_s: float, step: Callable[[], Any], component: str) -> None:
+    """STEP every INTERVAL_S seconds until STOP (a threading.Event) is set; an exception
+    is one journal line, never the end of the loop (a node's watcher must keep running)."""
+    while not stop.is_set():
+        try:
+            step()
+        except Exception as err:  # noqa: BLE001
+            say(component, f"step failed: {type(err).__name__}: {err}")
+        stop.wait(interval_s)

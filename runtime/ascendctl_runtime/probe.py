@@ -164,29 +164,28 @@ def serving_probe(engine: Engine, model: str) -> dict[str, Any]:
 IN_FLIGHT = ("vllm:num_requests_running", "vllm:num_requests_waiting")
 
 
-def generation_tokens(engine: Engine) -> Optional[float]:
-    """vllm:generation_tokens_total now (None if /metrics does not answer): a counter that
-    advances means the engine works, even when a probe waited too long behind a queue."""
+def _metrics(engine: Engine, names: tuple[str, ...]) -> Optional[dict[str, float]]:
+    """NAMES summed over their label sets, from /metrics (None if it does not answer)."""
     try:
         status, body = engine.request("GET", "/metrics")
     except (OSError, urllib.error.URLError):
         return None
     if status != 200 or not isinstance(body, str):
         return None
-    return parse_metrics(body, ("vllm:generation_tokens_total",)).get(
-        "vllm:generation_tokens_total")
+    return parse_metrics(body, names)
+
+
+def generation_tokens(engine: Engine) -> Optional[float]:
+    """vllm:generation_tokens_total now (None if /metrics does not answer): a counter that
+    advances means the engine works, even when a probe waited too long behind a queue."""
+    found = _metrics(engine, ("vllm:generation_tokens_total",))
+    return None if found is None else found.get("vllm:generation_tokens_total")
 
 
 def in_flight(engine: Engine) -> Optional[float]:
     """Requests running plus waiting now (None if /metrics does not answer)."""
-    try:
-        status, body = engine.request("GET", "/metrics")
-    except (OSError, urllib.error.URLError):
-        return None
-    if status != 200 or not isinstance(body, str):
-        return None
-    found = parse_metrics(body, IN_FLIGHT)
-    return sum(found.get(name, 0.0) for name in IN_FLIGHT)
+    found = _metrics(engine, IN_FLIGHT)
+    return None if found is None else sum(found.get(name, 0.0) for name in IN_FLIGHT)
 
 
 def parse_metrics(text: str, wanted: tuple[str, ...] = METRICS_OF_INTEREST) -> dict[str, float]:

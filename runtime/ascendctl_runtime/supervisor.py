@@ -31,7 +31,6 @@ import os
 import signal
 import sys
 import time
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Optional
@@ -39,6 +38,7 @@ from typing import Any, Callable, Optional
 from ascendctl_runtime import engine_state as es
 from ascendctl_runtime import gangplan, gangrules, healthstore, layout, maintenance_phase, probe
 from ascendctl_runtime.contract import SupervisorConfig
+from ascendctl_runtime.nodeutil import fetch_json
 
 SERVING, STOPPING, NPUS, BACKOFF, STARTING, WARMING, GAVE_UP, MAINTENANCE = (
     "serving", "stopping", "npus", "backoff", "starting", "warming", "gave-up", "maintenance")
@@ -93,12 +93,7 @@ class SupervisorState:
 
 
 def fetch_state(url: str, timeout: float) -> Optional[dict[str, Any]]:
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:
-            data = json.loads(response.read(4_000_000))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+    return fetch_json(url, timeout)
 
 
 class Io:

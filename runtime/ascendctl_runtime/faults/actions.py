@@ -17,7 +17,7 @@ import uuid
 
 from ascendctl_runtime import healthstore, layout, maintenance
 from ascendctl_runtime.faults.monitor import FaultEvent, FaultMonitor
-from ascendctl_runtime.nodeutil import write_atomic
+from ascendctl_runtime.nodeutil import say, write_atomic
 
 SOURCE = "fault-policy"
 
@@ -68,6 +68,4 @@ def run_forever(monitor: FaultMonitor, root: str, node: str, cluster: str,
 
 
 def log(message: str) -> None:
-    import sys
-
-    print(f"ascendctl-faults: {message}", file=sys.stderr, flush=True)
+    say("faults", message)
