@@ -84,8 +84,10 @@ def write_inventory(state: dict, name: str, *, serving: dict | None = None,
     vars_ = data["all"]["vars"]
     vars_["serving"].update(serving or {})
     # every release here carries the site's fault policy of test F3
+    # (and a recovery's SIGKILL after 5 s: a SIGSTOPped engine ignores SIGTERM)
     vars_["serving"].setdefault("health", {}).update(fault_policy=str(state["fault_policy"]),
-                                                     fault_interval_s=FAULT_READING_S)
+                                                     fault_interval_s=FAULT_READING_S,
+                                                     stop_grace_s=5)
     if deploy is not None:
         vars_["deploy"] = deploy
     if quality is not None:
@@ -579,7 +581,7 @@ def test_f1_multibit_ecc_on_node1_takes_its_replica_out_under_a_stream_until_und
                e.get("by") == "policy" for e in past["events"])
     # the fault is gone, the node stays out until an operator returns it
     lab.heal("node1")
-    time.sleep(2 * FAULT_READING_S + 2)
+    time.sleep(FAULT_READING_S + 2)          # a reading of the healed node
     assert node_json(state, "node1", "maintenance.json")["state"] == "drained"
     assert node_json(state, "node0", "gateway.json")["out"] == ["replica1"]
     result, report = node_cli("undrain", "node1", "-i", str(inv))
