@@ -56,10 +56,13 @@ def _call(inv: Inventory, pool: Any, host: Host, op: str, **kwargs: Any) -> dict
         raise AscendctlError(f"{host.name}: {err.reason}") from None
 
 
-def show_all(inv: Inventory) -> dict[str, Optional[dict[str, Any]]]:
-    """Every node's maintenance record (None: serving); unreachable nodes are left out."""
-    with SshPool(inv.hosts) as pool:
-        results = pool.map(lambda conn: _call(inv, pool, inv.host(conn.name), "show"))
+def show_all(inv: Inventory, pool: Any = None) -> dict[str, Optional[dict[str, Any]]]:
+    """Every node's maintenance record (None: serving), one call per node in parallel;
+    unreachable nodes are left out."""
+    if pool is None:
+        with SshPool(inv.hosts) as own:
+            return show_all(inv, own)
+    results = pool.map(lambda conn: _call(inv, pool, inv.host(conn.name), "show"))
     return {name: (r.value or {}).get("maintenance") for name, r in results.items() if r.ok}
 
 
@@ -90,9 +93,7 @@ def drain(inv: Inventory, node: str, reason: str, *, timeout: float,
     group = inv.group_of(host).name
     report = NodeReport(node=node, group=group, ok=False, action="drain")
     with SshPool(inv.hosts) as pool:
-        records = {h.name: (_call(inv, pool, h, "show").get("maintenance"))
-                   for h in inv.hosts}
-        out = groups_in_maintenance(inv, records)
+        out = groups_in_maintenance(inv, show_all(inv, pool))
         serving = [g.name for g in inv.serving_groups if g.name not in out and g.name != group]
         if not serving and not force:
             rest = " not in maintenance" if out else ""

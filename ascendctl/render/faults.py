@@ -14,9 +14,7 @@ from typing import Optional
 
 from ascendctl_runtime import layout
 from ascendctl_runtime.contract import FaultsConfig
-from ascendctl_runtime.faults.policy import (
-    DEFAULTS_PATH, PolicyError, PolicyTable, merge, parse_policy, table_to_dict,
-)
+from ascendctl_runtime.faults.policy import PolicyError, PolicyTable, load_policy, table_to_dict
 from ascendctl_runtime.nodeutil import http_url
 
 from ascendctl.errors import InputError
@@ -39,13 +37,11 @@ def site_policy_path(inv: Inventory) -> Optional[Path]:
 
 @lru_cache(maxsize=8)
 def _policy(site: Optional[str]) -> PolicyTable:
-    defaults = parse_policy(DEFAULTS_PATH.read_text(encoding="utf-8"), DEFAULTS_PATH.name,
-                            site=False)
     if site is None:
-        return merge(defaults)
+        return load_policy()
     text = read_input_bytes(site, what="fault policy file", field=POLICY_FIELD)
     try:
-        return merge(defaults, parse_policy(text.decode("utf-8", "replace"), site, site=True))
+        return load_policy(site, text.decode("utf-8", "replace"))
     except PolicyError as err:
         raise InputError(f"the fault policy file is refused:\n{err}", file=site,
                          field=POLICY_FIELD) from None

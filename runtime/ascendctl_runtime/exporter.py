@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from ascendctl.facts.npu_smi import NpuSmiInfo
 from ascendctl_runtime import engine_state, healthstore, layout, npu
@@ -291,51 +291,51 @@ def make_handler(collector: Collector, gateway: Any = None):
     return Handler
 
 
-def start_gateway(agent_config: str, stop: threading.Event) -> Any:
-    """On the gateway host (its release has gateway.json next to agent.json): the watcher
-    that takes groups in maintenance out of the balancer (gateway.py)."""
+def beside(agent_config: str, name: str, build: Callable[[str], Any]) -> Any:
+    """BUILD(path) of the release's config NAME next to agent.json, or None when the release
+    has none or it is bad (one journal line)."""
     import os
 
-    path = os.path.join(os.path.dirname(agent_config), layout.GATEWAY_CONFIG)
+    path = os.path.join(os.path.dirname(agent_config), name)
     if not os.path.exists(path):
         return None
+    try:
+        return build(path)
+    except (OSError, ValueError, TypeError) as err:
+        print(f"ascendctl-exporter: bad {name}: {err}", file=sys.stderr, flush=True)
+        return None
+
+
+def start_gateway(agent_config: str, stop: threading.Event) -> Any:
+    """On the gateway host (its release has gateway.json): the watcher that takes groups
+    in maintenance out of the balancer (gateway.py)."""
     from ascendctl_runtime.contract import GatewayConfig
     from ascendctl_runtime.gateway import GatewayWatcher
 
-    try:
-        watcher = GatewayWatcher(GatewayConfig.load(path))
-    except (OSError, ValueError, TypeError) as err:
-        print(f"ascendctl-exporter: bad gateway config: {err}", file=sys.stderr, flush=True)
-        return None
-    threading.Thread(target=watcher.run_forever, args=(stop,), name="gateway",
-                     daemon=True).start()
+    watcher = beside(agent_config, layout.GATEWAY_CONFIG,
+                     lambda path: GatewayWatcher(GatewayConfig.load(path)))
+    if watcher is not None:
+        threading.Thread(target=watcher.run_forever, args=(stop,), name="gateway",
+                         daemon=True).start()
     return watcher
 
 
 def start_faults(agent_config: str, agent: Any, stop: threading.Event) -> Any:
     """The fault monitor (faults/monitor.py) when the release has faults.json: it reads the
     node's fault signals and takes the policy's actions (faults/actions.py)."""
-    import os
-
-    path = os.path.join(os.path.dirname(agent_config), layout.FAULTS_CONFIG)
-    if not os.path.exists(path):
-        return None
     from ascendctl_runtime import engine_state as es
     from ascendctl_runtime.contract import FaultsConfig
     from ascendctl_runtime.faults import actions
     from ascendctl_runtime.faults.monitor import FaultMonitor
 
     units = agent.config.units
-    try:
-        monitor = FaultMonitor(FaultsConfig.load(path),
-                               own_pids=lambda: es.engine_pids(es.read_units(units)))
-    except (OSError, ValueError, TypeError) as err:
-        print(f"ascendctl-exporter: bad faults config: {err}", file=sys.stderr, flush=True)
-        return None
-    agent.faults = monitor
-    threading.Thread(target=actions.run_forever, name="faults", daemon=True,
-                     args=(monitor, agent.config.root, agent.config.node, agent.config.cluster,
-                           stop)).start()
+    monitor = beside(agent_config, layout.FAULTS_CONFIG, lambda path: FaultMonitor(
+        FaultsConfig.load(path), own_pids=lambda: es.engine_pids(es.read_units(units))))
+    if monitor is not None:
+        agent.faults = monitor
+        threading.Thread(target=actions.run_forever, name="faults", daemon=True,
+                         args=(monitor, agent.config.root, agent.config.node,
+                               agent.config.cluster, stop)).start()
     return monitor
 
 

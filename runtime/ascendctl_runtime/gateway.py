@@ -19,7 +19,7 @@ import threading
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Dict, Iterable, List, Optional, Set
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
 from ascendctl_runtime import healthstore, layout, proxy_node
 from ascendctl_runtime.contract import GatewayConfig
@@ -36,42 +36,44 @@ def _group_of_comment(line: str) -> Optional[str]:
     return name or None
 
 
-def marked_down(site: str) -> Set[str]:
-    """The groups whose server line carries `down` in SITE."""
-    down, group = set(), None
-    for line in site.splitlines():
+def _lines(site: str) -> Iterator[Tuple[str, Optional[str]]]:
+    """Each line of SITE, with the group whose `server` line it is (None for the others)."""
+    group = None
+    for line in site.splitlines(keepends=True):
         named = _group_of_comment(line)
+        stripped = line.strip()
         if named is not None:
             group = named
-            continue
-        words = line.strip().rstrip(";").split()
-        if group is not None and words[:1] == ["server"]:
-            if "down" in words[1:]:
-                down.add(group)
+            yield line, None
+        elif group is not None and stripped.startswith("server ") and stripped.endswith(";"):
+            yield line, group
             group = None
-    return down
+        else:
+            yield line, None
+
+
+def _is_down(line: str) -> bool:
+    return "down" in line.strip()[:-1].split()
+
+
+def marked_down(site: str) -> Set[str]:
+    """The groups whose server line carries `down` in SITE."""
+    return {group for line, group in _lines(site) if group is not None and _is_down(line)}
 
 
 def mark(site: str, down: Iterable[str], up: Iterable[str]) -> str:
     """SITE with the server lines of the groups in DOWN marked `down` and of those in UP
     not; every other line as it was."""
     down, up = set(down), set(up)
-    out, group = [], None
-    for line in site.splitlines(keepends=True):
-        named = _group_of_comment(line)
-        if named is not None:
-            group = named
-            out.append(line)
-            continue
-        stripped = line.strip()
-        if group is not None and stripped.startswith("server ") and stripped.endswith(";"):
+    out = []
+    for line, group in _lines(site):
+        if group is not None:
             indent = line[:len(line) - len(line.lstrip())]
             ending = line[len(line.rstrip("\r\n")):]
-            words = [w for w in stripped[:-1].split() if w != "down"]
-            if group in down or (group not in up and "down" in stripped[:-1].split()):
+            words = [w for w in line.strip()[:-1].split() if w != "down"]
+            if group in down or (group not in up and _is_down(line)):
                 words.append("down")
             line = f"{indent}{' '.join(words)};{ending}"
-            group = None
         out.append(line)
     return "".join(out)
 

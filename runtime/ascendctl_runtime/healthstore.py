@@ -20,7 +20,7 @@ from typing import Any, Optional
 
 from ascendctl_runtime.contract import Hold
 from ascendctl_runtime.layout import EVENTS_FILE, HEALTH_DIR, HISTORY_FILE, HOLD_FILE
-from ascendctl_runtime.nodeutil import write_atomic
+from ascendctl_runtime.nodeutil import append_json_line, write_atomic
 from ascendctl_runtime.typedjson import EXCERPT_CHARS
 
 HOLD_WITHOUT_EXPIRY_S = 3600.0   # a hold file that is not a Hold counts from its mtime
@@ -93,13 +93,7 @@ def release_hold(root: str) -> bool:
 def append_event(root: str, event: dict[str, Any]) -> None:
     """One line in <root>/health/events.jsonl. Not in deploy's history.jsonl: a restart
     loop must never push the deploys out of the tail rollback reads."""
-    path = health_path(root, EVENTS_FILE)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    line = json.dumps(event, sort_keys=True) + "\n"
-    with open(path, "a", encoding="utf-8") as handle:
-        handle.write(line)
-        handle.flush()
-        os.fsync(handle.fileno())
+    append_json_line(health_path(root, EVENTS_FILE), event)
 
 
 def _tail_json_lines(path: str, tail: int) -> list[dict[str, Any]]:

@@ -17,14 +17,13 @@ Node-call operations (ascendctl/maintenance.py sends them):
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from dataclasses import dataclass
 from typing import Any, Dict, Literal, Optional, Tuple
 
 from ascendctl_runtime import healthstore, layout
-from ascendctl_runtime.nodeutil import answer_call, write_atomic
+from ascendctl_runtime.nodeutil import answer_call, append_json_line, write_atomic
 from ascendctl_runtime.typedjson import ContractError, InvalidField, Record
 
 DRAINED, ISOLATED = "drained", "isolated"
@@ -89,13 +88,9 @@ def _mtime(file: str) -> float:
 
 
 def _history(root: str, event: Dict[str, Any]) -> None:
-    os.makedirs(root, exist_ok=True)
     now = time.time()
-    record = {"t": round(now, 3), "time": iso(now), **event}
-    with open(os.path.join(root, layout.HISTORY_FILE), "a", encoding="utf-8") as handle:
-        handle.write(json.dumps(record, sort_keys=True) + "\n")
-        handle.flush()
-        os.fsync(handle.fileno())
+    append_json_line(os.path.join(root, layout.HISTORY_FILE),
+                     {"t": round(now, 3), "time": iso(now), **event})
 
 
 def enter(root: str, node: str, wanted: Maintenance) -> Tuple[Maintenance, bool]:

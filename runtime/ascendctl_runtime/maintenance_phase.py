@@ -61,13 +61,13 @@ def maintain(sup: "Supervisor", now: float, node: str, rank: int,
         waited = now - state.step_since
         state.waiting_for = [f"{in_flight:.0f} request(s) in flight to finish"
                              if in_flight else "the head to stay idle"]
-        quiet = (state.step_index + 1) if not in_flight else 0
-        state.step_index = quiet
+        state.quiet_readings = (state.quiet_readings + 1) if not in_flight else 0
+        quiet = state.quiet_readings
         if quiet >= 2 or waited >= timeout:
             reason = (f"drained in {waited:.1f} s" if quiet >= 2 else
                       f"drain timed out after {timeout:.0f} s with {in_flight:.0f} in flight")
             state.generation += 1
-            state.maintenance_step, state.step_index = STOPPED, -1
+            state.maintenance_step, state.quiet_readings = STOPPED, 0
             state.waiting_for = []
             sup.event("maintenance-stop", reason=f"{reason}: stopping every rank")
     if state.maintenance_step == STOPPED:
@@ -80,7 +80,7 @@ def returned(sup: "Supervisor", now: float) -> gangplan.Plan:
     state = sup.state
     node = state.cause_node
     sup.event("maintenance-end", reason=f"{node} returned to serving")
-    state.maintenance_step, state.step_index = None, -1
+    state.maintenance_step, state.quiet_readings = None, 0
     state.paused = None
     state.waiting_for = []
     sup.enter("serving", now)

@@ -67,6 +67,16 @@ def write_atomic(path: str, data: bytes, mode: int = 0o644) -> None:
         raise
 
 
+def append_json_line(path: str, event: dict[str, Any]) -> None:
+    """EVENT as one line at the end of PATH (an event log), flushed to disk."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    line = json.dumps(event, sort_keys=True) + "\n"
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(line)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
 def parse_env_file(text: str) -> dict[str, str]:
     """systemd EnvironmentFile lines as ascendctl writes them (double-quoted values)."""
     values: dict[str, str] = {}

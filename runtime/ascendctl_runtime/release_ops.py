@@ -35,7 +35,7 @@ from typing import Any, Optional
 
 from ascendctl_runtime import layout
 from ascendctl_runtime.layout import META_FILE, STATUS_FILE, current_release
-from ascendctl_runtime.nodeutil import write_atomic
+from ascendctl_runtime.nodeutil import append_json_line, write_atomic
 
 UNIT_DIR = "/etc/systemd/system"
 HIDDEN = (STATUS_FILE, META_FILE)
@@ -365,12 +365,7 @@ def read_history(root: str, tail: int) -> list[dict[str, Any]]:
 
 
 def op_history(root: str, event: dict[str, Any]) -> dict[str, Any]:
-    os.makedirs(root, exist_ok=True)
-    line = json.dumps(event, sort_keys=True) + "\n"
-    with open(os.path.join(root, layout.HISTORY_FILE), "a", encoding="utf-8") as handle:
-        handle.write(line)
-        handle.flush()
-        os.fsync(handle.fileno())
+    append_json_line(os.path.join(root, layout.HISTORY_FILE), event)
     return {"changed": True}
 
 

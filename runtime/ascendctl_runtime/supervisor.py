@@ -81,6 +81,7 @@ class SupervisorState:
     updated: float = 0.0
     error: Optional[str] = None
     maintenance_step: Optional[str] = None   # gateway | drain | stopped (maintenance_phase.py)
+    quiet_readings: int = 0                  # drain: readings in a row with nothing in flight
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

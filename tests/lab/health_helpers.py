@@ -24,10 +24,9 @@ DEPLOY_TIMEOUT = 1200
 ENGINE = "ascendctl-engine.service"
 # Lab-sized policy: a probe failing 15 s restarts the group; 5 s of serving (one probe
 # interval) makes the next fault a fresh recovery (attempts reset), so a test waits that
-# long after each recovery; short back-off so the give-up test is quick; the fault monitor
-# every 30 s, as the lab inventory has it.
-HEALTH = {"probe_failure_s": 15, "stable_s": 5, "backoff_s": 5, "max_attempts": 3,
-          "fault_interval_s": 30}
+# long after each recovery; short back-off so the give-up test is quick (over the lab
+# inventory's own health settings).
+HEALTH = {"probe_failure_s": 15, "stable_s": 5, "backoff_s": 5, "max_attempts": 3}
 RECOVERY_GUARD_S = 300 + 180      # startup_timeout of the lab inventory + stop/start margin
 
 
@@ -46,8 +45,9 @@ def lab_cluster(tmp_path_factory, prefix: str, engine: str = "host"):
 
 def inventory(cluster, name: str, **serving) -> Path:
     data = yaml.safe_load(Path(cluster["lab"].inventory_path).read_text())
-    data["all"]["vars"]["serving"].update({"api_key": {"env": KEY_ENV}, "health": HEALTH,
-                                           **serving})
+    vars_serving = data["all"]["vars"]["serving"]
+    vars_serving.update({"api_key": {"env": KEY_ENV},
+                         "health": {**vars_serving.get("health", {}), **HEALTH}, **serving})
     path = cluster["dir"] / f"{name}.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path

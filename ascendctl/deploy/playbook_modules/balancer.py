@@ -22,6 +22,7 @@ import time
 from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any, Literal
 
+from ascendctl_runtime.probe import IN_FLIGHT
 from pydantic import BaseModel, ConfigDict
 
 from ascendctl.deploy.handoffs import DEPLOY_LOCK, NODE_STATES
@@ -38,7 +39,6 @@ if TYPE_CHECKING:
     from ascendctl.inventory import Host
 
 DRAIN_POLL_S = 0.5
-IN_FLIGHT = ("vllm:num_requests_running", "vllm:num_requests_waiting")
 
 
 def apply_site(ctx: ModuleContext, run: DeployRun, drained: AbstractSet[str]) -> dict[str, Any]:

@@ -17,7 +17,7 @@ import uuid
 
 from ascendctl_runtime import healthstore, layout, maintenance
 from ascendctl_runtime.faults.monitor import FaultEvent, FaultMonitor
-from ascendctl_runtime.nodeutil import say, write_atomic
+from ascendctl_runtime.nodeutil import repeat, say, write_atomic
 
 SOURCE = "fault-policy"
 
@@ -51,20 +51,19 @@ def run_forever(monitor: FaultMonitor, root: str, node: str, cluster: str,
     """Read the node every interval and act on what the policy says (in the exporter's
     process, next to the agent)."""
     log(f"watching {node} for hardware faults every {monitor.config.interval_s:g} s")
-    while not stop.is_set():
-        try:
-            for event in monitor.step():
-                done = act(root, node, event)
-                log(f"{event.action} {event.key} on {event.subject}: {event.detail} -> {done}")
-                healthstore.append_event(root, {
-                    "event": "fault", "cluster": cluster, "node": node, "t": round(event.time, 3),
-                    "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(event.time)),
-                    "stage": event.action, "key": event.key, "subject": event.subject,
-                    "reason": f"{reason_of(event)}: {done}", "evidence": event.evidence})
-            healthstore.write_json(healthstore.health_path(root, layout.FAULT_VIEW), monitor.view())
-        except Exception as err:  # noqa: BLE001 - the monitor must keep running
-            log(f"reading failed: {type(err).__name__}: {err}")
-        stop.wait(monitor.config.interval_s)
+
+    def reading() -> None:
+        for event in monitor.step():
+            done = act(root, node, event)
+            log(f"{event.action} {event.key} on {event.subject}: {event.detail} -> {done}")
+            healthstore.append_event(root, {
+                "event": "fault", "cluster": cluster, "node": node, "t": round(event.time, 3),
+                "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(event.time)),
+                "stage": event.action, "key": event.key, "subject": event.subject,
+                "reason": f"{reason_of(event)}: {done}", "evidence": event.evidence})
+        healthstore.write_json(healthstore.health_path(root, layout.FAULT_VIEW), monitor.view())
+
+    repeat(stop, monitor.config.interval_s, reading, "faults")
 
 
 def log(message: str) -> None:

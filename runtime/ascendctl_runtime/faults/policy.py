@@ -329,10 +329,12 @@ def table_from_dict(document: Dict[str, Any], name: str) -> PolicyTable:
     return merge(parse_policy(json.dumps(document, indent=2), name, site=False))
 
 
-def load_policy(site_path: Optional[str] = None) -> PolicyTable:
-    """The shipped defaults, with the site's file merged over them (controller side)."""
+def load_policy(site_path: Optional[str] = None, site_text: Optional[str] = None) -> PolicyTable:
+    """The shipped defaults, with the site's file merged over them (controller side; a
+    caller that read the file itself passes its SITE_TEXT)."""
     defaults = parse_policy(DEFAULTS_PATH.read_text(encoding="utf-8"), DEFAULTS_PATH.name, site=False)
     site = None
     if site_path is not None:
-        site = parse_policy(Path(site_path).read_text(encoding="utf-8"), str(site_path), site=True)
+        text = site_text if site_text is not None else Path(site_path).read_text(encoding="utf-8")
+        site = parse_policy(text, str(site_path), site=True)
     return merge(defaults, site)
