@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Optional
 
-from pydantic import AfterValidator, Field, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from ascendctl.errors import InputError
 from ascendctl.inventory import validators as check
@@ -97,6 +97,30 @@ class PdRoleSpec(EngineArgsSection):
         return self.data_parallel_size_local or self.data_parallel_size
 
 
+# vllm-router (PyPI `vllm-router`, the vLLM project's router): its `--vllm-pd-disaggregation`
+# mode sends each request to prefill with max_tokens 1, then to decode (the P-first flow of
+# MooncakeConnectorV1, NixlConnector and the storage connectors).
+Executable = Annotated[str, AfterValidator(check.executable)]
+
+
+class PdRouterSpec(Section):
+    """`pd.router`: the PD-aware router of each unit, on the unit's first prefill node; the
+    gateway balances over the units' routers."""
+
+    port: int = Field(default=8100, ge=1, le=65535)
+    executable: Executable = "vllm-router"
+    policy: Literal["round_robin", "random", "power_of_two", "cache_aware",
+                    "consistent_hash"] = "round_robin"
+    extra_args: list[str] = []           # after ascendctl's own flags
+
+    @field_validator("extra_args")
+    @classmethod
+    def _args(cls, value: list[str]) -> list[str]:
+        for arg in value:
+            check.text(arg)
+        return value
+
+
 class PdSpec(Section):
     """`pd:` under all.vars: the connector and the two sides of every serving group."""
 
@@ -105,6 +129,7 @@ class PdSpec(Section):
     shared_storage_path: Optional[AbsolutePath] = None   # SharedStorageConnector / ExampleConnector
     prefill: PdRoleSpec
     decode: PdRoleSpec
+    router: PdRouterSpec = PdRouterSpec()
 
     @model_validator(mode="after")
     def _storage(self) -> "PdSpec":

@@ -27,6 +27,7 @@ from ascendctl.pd.layout import (
 from ascendctl.pd.rules import Finding, check_layout, refusals
 
 OWNER_GATEWAY = "gateway (nginx, serving.proxy)"
+OWNER_ROUTER = "PD router (pd.router)"
 PORT_OVERLAP = "pd.port-overlap"
 
 
@@ -167,6 +168,9 @@ def unit_layout(inv: Inventory, unit: str) -> PdLayout:
         proxy = SERVING_PATH + ("proxy", "port")
         listeners.append(Listener(index_of[gateway.name], OWNER_GATEWAY, inv.serving.proxy.port,
                                   places.at(proxy), dotted(proxy)))
+    router = PD_PATH + ("router", "port")
+    listeners.append(Listener(0, OWNER_ROUTER, pd.router.port,
+                              places.at(router, PD_PATH + ("router",), PD_PATH), dotted(router)))
     exporter = ("all", "vars", "deploy", "exporter_port")
     return PdLayout(
         file=str(inv.path), model=inv.model.name or inv.model.served_name or "",
