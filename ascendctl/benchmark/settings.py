@@ -10,6 +10,7 @@ from ascendctl_runtime.nodeutil import http_url
 
 from ascendctl.errors import InputError
 from ascendctl.inventory import Inventory
+from ascendctl.inventory.pd import entry_port
 
 # The seeds' customer SLO was stated at batch 8, 512 tokens in, 256 out.
 DEFAULT_INPUT_LEN = 512
@@ -81,7 +82,7 @@ def bench_argv(inv: Inventory, settings: BenchSettings, *, executable: str,
     argv = [
         executable, "bench", "serve",
         "--backend", "openai",
-        "--base-url", http_url("127.0.0.1", inv.serving.port),
+        "--base-url", http_url("127.0.0.1", entry_port(inv)),
         "--endpoint", "/v1/completions",
         "--model", served_model(inv, release_dir),
         "--tokenizer", posixpath.join(release_dir, "model"),

@@ -27,6 +27,7 @@ def demo(
     from ascendctl_runtime.nodeutil import http_url
 
     from ascendctl.cli.deploy import run_deploy_playbook
+    from ascendctl.inventory.pd import entry_port
     from ascendctl.console import get_console
     from ascendctl.load import load_inventory
     from ascendctl_lab import Lab
@@ -58,7 +59,7 @@ def demo(
         console.print(status_table(collect(inv, pool)))
 
     say("one completion through the head node's OpenAI-compatible API")
-    url = http_url(inv.head.address, inv.serving.port, "/v1/completions")
+    url = http_url(inv.head.address, entry_port(inv), "/v1/completions")
     body = {"model": inv.model.served_name, "prompt": "The capital of France is",
             "max_tokens": 12, "temperature": 0}
     request = urllib.request.Request(url, data=json.dumps(body).encode(),

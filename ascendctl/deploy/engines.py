@@ -21,6 +21,7 @@ from ascendctl.errors import AscendctlError
 from ascendctl.render.files import release_dir
 from ascendctl.render.health import coordination_port
 from ascendctl.transport.errors import ConnectError
+from ascendctl.inventory.pd import entry_port
 
 if TYPE_CHECKING:
     from ascendctl.inventory import Host, Inventory
@@ -202,7 +203,7 @@ class EngineControl:
         release = release_dir(self.inv.deploy.root, release_id)
         model = self.inv.model.served_name or f"{release}/model"
         argv = ["env", f"PYTHONPATH={release}/runtime", self.inv.deploy.python, "-m",
-                "ascendctl_runtime.probe", "ready", "--port", str(self.inv.serving.port),
+                "ascendctl_runtime.probe", "ready", "--port", str(entry_port(self.inv)),
                 "--model", model, "--timeout", str(PROBE_TIMEOUT_S)]
         if stream:
             argv.append("--stream")

@@ -178,6 +178,36 @@ def role_view(inv: Inventory, unit: str, role: Role) -> Inventory:
                                serving=role_serving(inv.serving, inv.pd.role(role)))
 
 
+def gang_view(inv: Inventory, unit: str) -> Inventory:
+    """Serving group UNIT as its supervisor keeps it: in a PD inventory both sides, prefill
+    first, ranked 0.. across the unit (the first prefill node is the unit's head: its
+    router and its supervisor run there); otherwise the group's own view."""
+    if inv.pd is None:
+        return inv.group_view(unit)
+    ordered = role_hosts(inv, unit, "prefill") + role_hosts(inv, unit, "decode")
+    hosts = tuple(dataclasses.replace(h, rank=index) for index, h in enumerate(ordered))
+    names = tuple(h.name for h in hosts)
+    groups = {g: tuple(n for n in names if n in members) for g, members in inv.groups.items()}
+    groups.update({"all": names, "head": names[:1], "followers": names[1:]})
+    return dataclasses.replace(inv, hosts=hosts, groups=groups,
+                               serving_groups=(ServingGroup(unit, names),))
+
+
+def is_router_host(inv: Inventory, host: Host) -> bool:
+    """HOST runs its PD unit's router (the unit's first prefill node)."""
+    if inv.pd is None or host.pd_role != "prefill":
+        return False
+    first = next((name for name in inv.group(host.serving_group).hosts
+                  if inv.host(name).pd_role == "prefill"), None)
+    return first == host.name
+
+
+def entry_port(inv: Inventory) -> int:
+    """The port a serving group answers the API on at its head: the PD unit's router, or
+    the engine's API server."""
+    return inv.pd.router.port if inv.pd is not None else inv.serving.port
+
+
 def launch_views(inv: Inventory) -> list[Inventory]:
     """What is launched as one vLLM deployment each: every serving group, or, in a PD
     inventory, each side of every serving group."""

@@ -28,6 +28,7 @@ from ascendctl.pd.rules import Finding, check_layout, refusals
 
 OWNER_GATEWAY = "gateway (nginx, serving.proxy)"
 OWNER_ROUTER = "PD router (pd.router)"
+OWNER_ROUTER_METRICS = "PD router metrics (pd.router.port + 1)"
 PORT_OVERLAP = "pd.port-overlap"
 
 
@@ -170,6 +171,8 @@ def unit_layout(inv: Inventory, unit: str) -> PdLayout:
                                   places.at(proxy), dotted(proxy)))
     router = PD_PATH + ("router", "port")
     listeners.append(Listener(0, OWNER_ROUTER, pd.router.port,
+                              places.at(router, PD_PATH + ("router",), PD_PATH), dotted(router)))
+    listeners.append(Listener(0, OWNER_ROUTER_METRICS, pd.router.port + 1,
                               places.at(router, PD_PATH + ("router",), PD_PATH), dotted(router)))
     exporter = ("all", "vars", "deploy", "exporter_port")
     return PdLayout(

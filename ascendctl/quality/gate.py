@@ -28,6 +28,7 @@ from ascendctl.quality.result import (
 )
 from ascendctl.render.files import release_dir
 from ascendctl.transport.nodecall import NodeCallError, call_node
+from ascendctl.inventory.pd import entry_port
 
 if TYPE_CHECKING:
     from ascendctl.inventory import Host, Inventory
@@ -93,7 +94,7 @@ class QualityNode:
                  spec: "QualitySpec") -> list[NodeAnswer]:
         rounds = math.ceil(len(requests) / spec.concurrency)
         answer = self.call("generate", timeout=rounds * spec.request_timeout + QUICK_TIMEOUT_S,
-                           release=release, port=self.inv.serving.port,
+                           release=release, port=entry_port(self.inv),
                            model=served_model(self.inv, release_dir(self.inv.deploy.root,
                                                                     release)),
                            prompts=requests, concurrency=spec.concurrency,

@@ -16,10 +16,11 @@ from ascendctl_runtime import gangrules, layout
 from ascendctl_runtime.contract import (
     AgentConfig, GatewayConfig, GatewayGroup, RankSpec, SupervisorConfig,
 )
-from ascendctl_runtime.layout import ENGINE_UNIT, RAY_UNIT, SUPERVISOR_UNIT
+from ascendctl_runtime.layout import ENGINE_UNIT, RAY_UNIT, ROUTER_UNIT, SUPERVISOR_UNIT
 from ascendctl_runtime.nodeutil import http_url
 
 from ascendctl.inventory import Host, Inventory
+from ascendctl.inventory.pd import entry_port, is_router_host
 from ascendctl.render.files import REDACTED, RenderedFile
 from ascendctl.render.jinja import render_template
 
@@ -41,6 +42,8 @@ def node_engine_units(inv: Inventory, host: Host) -> list[str]:
         units.append(RAY_UNIT)
     if inv.serving.mode != "ray" or host.is_head:
         units.append(ENGINE_UNIT)
+    if is_router_host(inv, host):
+        units.append(ROUTER_UNIT)
     return units
 
 
@@ -92,14 +95,19 @@ def exporter_argv(inv: Inventory, release: str, listen: str) -> list[str]:
             "--agent", layout.in_release(release, layout.AGENT_CONFIG)]
 
 
-def agent_config(inv: Inventory, host: Host, release: str, release_id: str) -> AgentConfig:
+def agent_config(inv: Inventory, host: Host, release: str, release_id: str,
+                 gang: Optional[Inventory] = None) -> AgentConfig:
+    """HOST's agent. INV launches HOST (in PD, its side); GANG is the group its supervisor
+    keeps (in PD, the whole unit; by default INV)."""
+    gang = gang or inv
+    member = gang.host(host.name)
     return AgentConfig(
-        cluster=inv.cluster.name, node=host.name, rank=host.rank, release=release_id,
-        root=inv.deploy.root, units=node_engine_units(inv, host),
-        plan_url=agent_url(inv, inv.head, "/health/plan"),
+        cluster=inv.cluster.name, node=host.name, rank=member.rank, release=release_id,
+        root=inv.deploy.root, units=node_engine_units(gang, member),
+        plan_url=agent_url(gang, gang.head, "/health/plan"),
         secrets_file=layout.in_release(release, layout.SECRETS_ENV),
         coordination_port=coordination_port(inv) if host.is_head else None,
-        is_head=host.is_head, interval_s=AGENT_INTERVAL_S,
+        is_head=member.is_head, interval_s=AGENT_INTERVAL_S,
         stop_grace_s=float(inv.serving.health.stop_grace_s), plan_ttl_s=PLAN_TTL_S,
         npu_cache_s=3.0)
 
@@ -113,8 +121,8 @@ def supervisor_config(inv: Inventory, release: str, release_id: str,
         ranks=[RankSpec(node=host.name, rank=host.rank,
                         state_url=agent_url(inv, host, "/health/state"),
                         units=tuple(node_engine_units(inv, host))) for host in inv.hosts],
-        steps=[(host.name, unit) for host in inv.hosts for unit in node_engine_units(inv, host)],
-        probe_port=s.port,
+        steps=gang_steps(inv),
+        probe_port=entry_port(inv),
         probe_model=inv.model.served_name or f"{release}/model",
         secrets_file=layout.in_release(release, layout.SECRETS_ENV),
         head_node=inv.head.name,
@@ -138,17 +146,27 @@ def supervisor_config(inv: Inventory, release: str, release_id: str,
         drain_timeout_s=drain_timeout_s)
 
 
+def gang_steps(gang: Inventory) -> list[tuple[str, str]]:
+    """(node, unit) in start order: every rank's engine units in rank order, then a PD
+    unit's router (once both sides run: it waits for their API servers)."""
+    steps = [(host.name, unit) for host in gang.hosts for unit in node_engine_units(gang, host)]
+    return [s for s in steps if s[1] != ROUTER_UNIT] + [s for s in steps if s[1] == ROUTER_UNIT]
+
+
 def health_files(inv: Inventory, host: Host, *, release: str, release_id: str,
-                 unit_context: Mapping[str, Any], gateway_state_url: Optional[str] = None
-                 ) -> list[RenderedFile]:
-    agent = agent_config(inv, host, release, release_id)
+                 unit_context: Mapping[str, Any], gateway_state_url: Optional[str] = None,
+                 gang: Optional[Inventory] = None) -> list[RenderedFile]:
+    """HOST's agent config, and on the gang's head its supervisor. INV launches HOST (in
+    PD, its side); GANG is what the supervisor keeps (in PD, the unit; default INV)."""
+    gang = gang or inv
+    agent = agent_config(inv, host, release, release_id, gang)
     files = [RenderedFile(layout.AGENT_CONFIG, agent.to_json().encode())]
-    if host.is_head and inv.serving.health.supervise:
-        supervisor = supervisor_config(inv, release, release_id, gateway_state_url,
+    if gang.head.name == host.name and inv.serving.health.supervise:
+        supervisor = supervisor_config(gang, release, release_id, gateway_state_url,
                                        float(inv.deploy.rolling.drain_timeout))
         files.append(RenderedFile(layout.SUPERVISOR_CONFIG, supervisor.to_json().encode()))
         files.append(RenderedFile(layout.unit_file(SUPERVISOR_UNIT), render_template(
-            "systemd/ascendctl-supervisor.service.j2", nodes=len(inv.hosts),
+            "systemd/ascendctl-supervisor.service.j2", nodes=len(gang.hosts),
             **unit_context).encode()))
     return files
 
@@ -172,7 +190,7 @@ def gateway_config(inv: Inventory, site_path: str) -> Optional[RenderedFile]:
         hosts = [inv.host(name) for name in group.hosts]
         head = inv.host(group.head)
         groups.append(GatewayGroup(
-            name=group.name, health_url=http_url(head.address, inv.serving.port, "/health"),
+            name=group.name, health_url=http_url(head.address, entry_port(inv), "/health"),
             nodes=tuple(h.name for h in hosts),
             state_urls=tuple(agent_url(inv, h, "/health/state") for h in hosts)))
     config = GatewayConfig(cluster=inv.cluster.name, root=inv.deploy.root,

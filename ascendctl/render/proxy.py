@@ -20,6 +20,7 @@ from ascendctl.render.admission import admission
 from ascendctl.render.files import RenderedFile
 from ascendctl.render.jinja import render_template
 from ascendctl.render.listen import serves_ipv6
+from ascendctl.inventory.pd import entry_port
 
 SITE_DIR = "/etc/nginx/conf.d"
 LOCAL = "127.0.0.1"
@@ -67,7 +68,7 @@ def upstreams(inv: Inventory, drained: Iterable[str] = ()) -> list[Upstream]:
     for group in inv.serving_groups:
         head = inv.host(group.head)
         address = LOCAL if gateway is not None and head.name == gateway.name else head.address
-        out.append(Upstream(group.name, head.name, host_port(address, inv.serving.port),
+        out.append(Upstream(group.name, head.name, host_port(address, entry_port(inv)),
                             down=group.name in down))
     return out
 

@@ -18,9 +18,9 @@ from ascendctl.engine.identity import EngineIdentity
 from ascendctl.engine.kinds import kind_of
 from ascendctl.errors import InputError
 from ascendctl.inventory import Host, Inventory
-from ascendctl.inventory.pd import launch_views
+from ascendctl.inventory.pd import gang_view, is_router_host, launch_views
 from ascendctl.plan.inventory_plan import resolve_model_config
-from ascendctl.render import faults, health, prometheus, proxy, timeouts
+from ascendctl.render import faults, health, pd_router, prometheus, proxy, timeouts
 from ascendctl.render.engine import (
     data_parallel_ranks, engine_argv, engine_environment, ray_argv,
 )
@@ -100,7 +100,10 @@ def render_node(inv: Inventory, host: Host, *, release_id: str,
                 rank_table: bytes, checkpoint_dtype: str | None,
                 engine: EngineIdentity | None = None,
                 gateway_state_url: str | None = None,
-                serving_groups: int = 1) -> list[RenderedFile]:
+                serving_groups: int = 1,
+                gang: Inventory | None = None) -> list[RenderedFile]:
+    """HOST's release files. INV launches HOST (a serving group, or in PD one side of a
+    unit); GANG is the group its supervisor keeps (in PD the whole unit; default INV)."""
     s = inv.serving
     release = release_dir(inv.deploy.root, release_id)
     files: list[RenderedFile] = []
@@ -120,6 +123,9 @@ def render_node(inv: Inventory, host: Host, *, release_id: str,
     if s.api_key is not None:
         value = (secrets or {}).get("api_key")
         secret_values.append((layout.API_KEY_VAR, value if value is not None else REDACTED))
+        if gang is not None and is_router_host(gang, gang.host(host.name)):
+            secret_values.append((layout.ROUTER_API_KEY_VAR,
+                                  value if value is not None else REDACTED))
     token = health.plan_token(inv, secrets)
     if token is not None:
         secret_values.append((health.TOKEN_KEY, token))
@@ -153,7 +159,10 @@ def render_node(inv: Inventory, host: Host, *, release_id: str,
         **unit_context).encode()))
     files += health.health_files(inv, host, release=release, release_id=release_id,
                                  unit_context=unit_context,
-                                 gateway_state_url=gateway_state_url)
+                                 gateway_state_url=gateway_state_url, gang=gang)
+    if gang is not None:
+        files += pd_router.router_files(gang, host.serving_group, gang.host(host.name),
+                                        release=release, unit_context=unit_context)
 
     files.append(faults.faults_config(inv, host, serving_groups=serving_groups))
     files.append(_watchdog_config(inv, restarted))
@@ -193,7 +202,9 @@ def render_release(inv: Inventory, *, release_id: str,
                                               nic=(nics or {}).get(host.name),
                                               rank_table=table, checkpoint_dtype=dtype,
                                               engine=engine, gateway_state_url=gateway_url,
-                                              serving_groups=len(inv.serving_groups))
+                                              serving_groups=len(inv.serving_groups),
+                                              gang=gang_view(inv, host.serving_group)
+                                              if inv.pd is not None else None)
     gateway = inv.gateway
     watcher = health.gateway_config(inv, proxy.site_path(inv)) if gateway_url else None
     if gateway is not None and watcher is not None and gateway.name in rendered:

@@ -15,6 +15,7 @@ from ascendctl_runtime.layout import UNIT_PREFIX
 
 from ascendctl.inventory import Inventory
 from ascendctl.status.maintenance import describe as describe_maintenance
+from ascendctl.inventory.pd import entry_port
 from ascendctl.status.model import (
     EngineUnit, GroupStatus, NodeStatus, ProxyStatus, SupervisorStatus, Verdict,
 )
@@ -91,7 +92,7 @@ def verdict(inv: Inventory, nodes: list[NodeStatus], sup: Optional[SupervisorSta
     if head is not None and head.reachable and head.engine:
         probe = head.probe or {}
         if not probe.get("ok"):
-            down.append(f"no completion from {head.name}:{inv.serving.port} (deep probe "
+            down.append(f"no completion from {head.name}:{entry_port(inv)} (deep probe "
                         f"through the API key): {probe.get('error') or 'no answer'}")
     if sup is not None:
         if sup.phase == "gave-up" and sup.running:

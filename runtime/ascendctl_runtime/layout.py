@@ -27,13 +27,15 @@ RAY_UNIT = "ascendctl-ray.service"
 EXPORTER_UNIT = "ascendctl-exporter.service"      # carries the node agent
 WATCHDOG_UNIT = "ascendctl-watchdog.service"
 SUPERVISOR_UNIT = "ascendctl-supervisor.service"  # the head only
-ENGINE_UNITS = (RAY_UNIT, ENGINE_UNIT)            # rank-ordered, in this start order
+ROUTER_UNIT = "ascendctl-pd-router.service"       # a PD unit's router, on its first prefill node
+ENGINE_UNITS = (RAY_UNIT, ENGINE_UNIT, ROUTER_UNIT)   # rank-ordered, in this start order
 SIDE_UNITS = (EXPORTER_UNIT, WATCHDOG_UNIT, SUPERVISOR_UNIT)
 ALL_UNITS = ENGINE_UNITS + SIDE_UNITS
 
 # the variables of a release's secrets.env (0600)
 API_KEY_VAR = "VLLM_API_KEY"                      # vLLM's own name for it
 HEALTH_TOKEN_VAR = "ASCENDCTL_HEALTH_TOKEN"       # signs the supervisor's plans
+ROUTER_API_KEY_VAR = "OPENAI_API_KEY"             # vllm-router's key for its backends
 
 # inside a release
 ENGINE_CONFIG = "engine.json"

@@ -321,13 +321,24 @@ def test_plan_json_shows_both_sides(cli_runner, tmp_path):
 
 # ---- connectors ----
 
-@pytest.mark.parametrize("connector", ["NixlConnector", "MooncakeLayerwiseConnector"])
-def test_other_connectors_render_their_name(tmp_path, connector):
+def test_other_connectors_render_their_name(tmp_path):
     path, _ = edited(tmp_path, ("      connector: MooncakeConnectorV1 ",
-                                f"      connector: {connector} "))
+                                "      connector: NixlConnector "))
     argv = rendered_argv(load_inventory(path, check_files=False))
     assert {json.loads(flag(w, "--kv-transfer-config") or "")["kv_connector"]
-            for w in argv.values()} == {connector}
+            for w in argv.values()} == {"NixlConnector"}
+
+
+def test_the_layerwise_connector_is_refused_at_render_naming_the_flow(tmp_path):
+    # vllm-router sends prefill first; the layerwise connector needs decode first
+    path, text = edited(tmp_path, ("      connector: MooncakeConnectorV1 ",
+                                   "      connector: MooncakeLayerwiseConnector "))
+    inv = load_inventory(path, check_files=False)
+    with pytest.raises(InputError) as caught:
+        rendered_argv(inv)
+    assert caught.value.field == "pd.connector"
+    assert caught.value.line == line_of(text, "      connector: MooncakeLayerwiseConnector")
+    assert "decode-first" in str(caught.value)
 
 
 def test_a_storage_connector_needs_its_directory(tmp_path):
