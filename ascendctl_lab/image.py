@@ -12,7 +12,9 @@ that recipe changes:
   node inside systemd-nspawn: no keyring (nspawn's seccomp denies keyctl), no cgroups
   (the node's cgroup v1 controllers are read-only), host network, overlay storage in
   /var/lib/containers (each node binds its own directory on the host's disk there).
-  It also carries nginx-light (disabled): the gateway of `lab up --replicas`.
+  It also carries nginx-light (disabled): the gateway of `lab up --replicas`, and the
+  PD router of `lab up --pd` (vllm-router, the vLLM project's router, pinned, in a venv
+  of its own at /opt/vllm-router, on PATH as /usr/local/bin/vllm-router).
 """
 
 from __future__ import annotations
@@ -90,6 +92,10 @@ printf 'pip\n' > "$meta/INSTALLER"
 """
 
 
+ROUTER_VERSION = "0.1.17"
+ROUTER_DIR = "/opt/vllm-router"
+ROUTER_EXECUTABLE = "/usr/local/bin/vllm-router"
+
 PODMAN_PACKAGES: tuple[str, ...] = (
     "podman", "crun", "netavark", "aardvark-dns", "catatonit", "fuse-overlayfs", "uidmap",
     "slirp4netns", "iptables",
@@ -140,6 +146,14 @@ for unit in podman-restart.service podman-auto-update.timer podman-auto-update.s
 done
 rm -rf /var/lib/containers/storage
 podman --version
+# the PD router of `lab up --pd` (deploy starts it on each PD unit's first prefill node)
+export HOME=/root PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_DEFAULT_TIMEOUT=180
+[ -s /tmp/lab-build-ca.crt ] && export PIP_CERT=/tmp/lab-build-ca.crt
+python3 -m venv {router_venv}
+{router_venv}/bin/pip install --no-cache-dir --progress-bar off 'vllm-router=={router_version}'
+ln -sf {router_venv}/bin/vllm-router {router_executable}
+vllm-router --help >/dev/null
+echo "vllm-router {router_version} installed"
 """
 
 
@@ -177,6 +191,9 @@ class PodmanRecipe:
     packages: tuple[str, ...] = PODMAN_PACKAGES
     containers_conf: str = CONTAINERS_CONF
     storage_conf: str = STORAGE_CONF
+    router_version: str = ROUTER_VERSION
+    router_venv: str = ROUTER_DIR
+    router_executable: str = ROUTER_EXECUTABLE
     install: str = PODMAN_INSTALL
 
     def digest(self) -> str:
@@ -185,7 +202,10 @@ class PodmanRecipe:
     def script(self) -> str:
         return self.install.format(packages=" ".join(self.packages),
                                    containers_conf=self.containers_conf,
-                                   storage_conf=self.storage_conf)
+                                   storage_conf=self.storage_conf,
+                                   router_version=self.router_version,
+                                   router_venv=self.router_venv,
+                                   router_executable=self.router_executable)
 
 
 def _digest(data: dict) -> str:
@@ -307,13 +327,16 @@ def _build_podman(recipe: PodmanRecipe, lowers: list[Path], dest: Path,
         d.mkdir(parents=True)
     log = dest.parent / f"{dest.name}.log"
     log.write_text("")
-    progress(f"installing podman into the node image (once, ~10 s); log: {log}")
+    progress(f"installing podman, nginx and vllm-router into the node image (once, "
+             f"~30 s); log: {log}")
     lowerdir = ":".join(str(p) for p in reversed(lowers))   # overlay: leftmost is on top
     run(["mount", "-t", "overlay", "overlay", "-o",
          f"lowerdir={lowerdir},upperdir={layer},workdir={work}", str(merged)])
     try:
         _chroot_script(merged, recipe.script(), log, progress,
-                       keep=lambda line: line.startswith("podman version"), timeout=900)
+                       keep=lambda line: line.startswith(("podman version", "vllm-router ",
+                                                          "Successfully installed")),
+                       timeout=900)
     finally:
         run(["umount", str(merged)], check=False)
     shutil.rmtree(layer / "tmp", ignore_errors=True)

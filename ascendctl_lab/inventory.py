@@ -6,19 +6,36 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ascendctl_lab.image import ROUTER_EXECUTABLE
+from ascendctl_lab.node import SHARED_DIR
 
 PROXY_PORT = 8080
+# `lab up --pd`: vLLM's storage connector (the lab's CPU engine has no Mooncake), its KV
+# files in the directory every lab node shares (SHARED_DIR); each unit's router is the
+# node image's (ROUTER_EXECUTABLE)
+PD_CONNECTOR = "ExampleConnector"
+PD_ROUTER_PORT = 8100
 
 
 def build(*, name: str, chip: str, npus: int, roce_mtu: int, netmask: str, key: Path,
           known_hosts: Path, nodes: list[dict], roce_gateway: str, model_dir: Path,
           versions: dict[str, str], engine: str | dict, replicas: int = 1,
-          api_key_file: Path | None = None) -> dict:
+          pd: bool = False, api_key_file: Path | None = None) -> dict:
     """`engine`: the vllm executable on the nodes (engine.kind host), or an `engine:`
     section (container, venv). `replicas` > 1: that many serving groups of
     len(nodes) / replicas nodes each (ranks within the group, one pipeline stage per
     node), behind nginx on node0 (the first group's head), with the API key in
-    API_KEY_FILE and the quality gate agreeing with the previous release."""
+    API_KEY_FILE and the quality gate agreeing with the previous release. `pd`: every
+    pair of nodes is one PD unit (a serving group: its first node in the group `prefill`,
+    its second in `decode`, each side one node of DP 1 × TP 1), behind nginx on node0 as
+    with replicas."""
+    if pd:
+        if replicas != 1:
+            raise ValueError("pd makes its own serving groups (one per pair of nodes); "
+                             "replicas must be 1")
+        if not nodes or len(nodes) % 2:
+            raise ValueError(f"{len(nodes)} nodes do not make prefill/decode pairs")
+        replicas = len(nodes) // 2
     per_group = len(nodes) // replicas
     if per_group < 1 or per_group * replicas != len(nodes):
         raise ValueError(f"{len(nodes)} nodes do not make {replicas} equal serving groups")
@@ -58,22 +75,47 @@ def build(*, name: str, chip: str, npus: int, roce_mtu: int, netmask: str, key: 
         }
     }
     variables = data["all"]["vars"]
-    if replicas > 1:
+    if replicas > 1 or pd:
+        prefix = "unit" if pd else "replica"
         data["all"]["children"]["nodes"] = {"children": {
-            f"replica{g}": {"vars": {"serving_group": True},
-                            "hosts": _hosts(nodes[g * per_group:(g + 1) * per_group],
-                                            per_group)}
+            f"{prefix}{g}": {"vars": {"serving_group": True},
+                             "hosts": _hosts(nodes[g * per_group:(g + 1) * per_group],
+                                             per_group)}
             for g in range(replicas)}}
         variables["serving"]["proxy"] = {"enabled": True, "port": PROXY_PORT}
         variables["slo"]["quality"] = {"agree_with_previous": True, "min_agreement": 0.9}
         if api_key_file is not None:
             variables["serving"]["api_key"] = {"file": str(api_key_file)}
+    if pd:
+        _make_pd(data)
     if isinstance(engine, str):
-        variables["serving"] = {"mode": "mp", "engine": engine,
+        variables["serving"] = {"mode": variables["serving"]["mode"], "engine": engine,
                                 **{k: v for k, v in variables["serving"].items() if k != "mode"}}
     else:
         variables["engine"] = dict(engine)
     return data
+
+
+def _make_pd(data: dict) -> None:
+    """The `pd:` section and the `prefill` / `decode` groups: in each unit, the first host
+    (rank 0) prefills and the second (rank 1) decodes; each side is one node, rank 0 of its
+    own DP group."""
+    variables = data["all"]["vars"]
+    serving = variables["serving"]
+    # each side is one vLLM data-parallel group of one node (the PD loader's layout)
+    serving["mode"] = "dp"
+    serving.pop("pipeline_parallel_size", None)
+    side = {"tensor_parallel_size": 1, "data_parallel_size": 1}
+    variables["pd"] = {"connector": PD_CONNECTOR,
+                       "shared_storage_path": f"{SHARED_DIR}/kv",
+                       "prefill": dict(side), "decode": dict(side),
+                       "router": {"port": PD_ROUTER_PORT, "executable": ROUTER_EXECUTABLE}}
+    children = data["all"]["children"]
+    units = children["nodes"]["children"].values()
+    for role, rank in (("prefill", 0), ("decode", 1)):
+        children[role] = {"hosts": {name: None for unit in units
+                                    for name, host in unit["hosts"].items()
+                                    if host["rank"] == rank}}
 
 
 def _hosts(nodes: list[dict], per_group: int) -> dict:

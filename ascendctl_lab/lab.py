@@ -22,6 +22,7 @@ from ascendctl_lab import node as lab_node
 from ascendctl_lab.engine_image import ENGINE_COMMAND, build_engine_image
 from ascendctl_lab.hostcmd import LabError, check_host, run
 from ascendctl_lab.model import build_model
+from ascendctl_lab.node import SHARED_DIR
 from ascendctl_lab.sim import state as sim_state
 from ascendctl_lab.standin import install as standin_install
 from ascendctl_lab.wheelhouse import build_wheelhouse
@@ -151,6 +152,11 @@ class Lab:
         return self.state_dir / "model"
 
     @property
+    def shared_dir(self) -> Path:
+        """The host directory every node has at SHARED_DIR (removed by `down`)."""
+        return self.state_dir / "shared"
+
+    @property
     def ssh_key(self) -> Path:
         return self.state_dir / "ssh" / "id_ed25519"
 
@@ -170,13 +176,21 @@ class Lab:
     # ---- up -------------------------------------------------------------------------
     def up(self, nodes: int = 2, npus_per_node: int = 8, chip: str = "910B3",
            progress: Progress | None = None, with_vllm: bool = True,
-           engine: str = "host", replicas: int = 1) -> Lab:
+           engine: str = "host", replicas: int = 1, pd: bool = False) -> Lab:
         """`engine`: how the lab inventory runs vLLM: `host` (/opt/vllm on the nodes),
         `container` (the lab engine image, podman, from its archive), `venv` (a venv
         built on every node from the lab wheelhouse) or `standin` (the lab's stand-in
         for `vllm serve`, for tests whose subject is the orchestration: docs/lab.md). `replicas`: serving groups of
-        nodes / replicas nodes each, behind nginx on node0 (docs/replicas.md)."""
+        nodes / replicas nodes each, behind nginx on node0 (docs/replicas.md). `pd`: prefill
+        and decode disaggregated, one PD unit per pair of nodes (node 2k prefills, node
+        2k+1 decodes), KV exchanged through the lab's shared directory (docs/lab.md)."""
         say = progress or _quiet
+        if pd and replicas != 1:
+            raise InputError("--pd makes one PD unit (serving group) of every pair of nodes; "
+                             "drop --replicas", field="--pd")
+        if pd and (nodes < 2 or nodes % 2):
+            raise InputError(f"--pd needs an even number of nodes (a prefill and a decode "
+                             f"node per PD unit), not {nodes}", field="--nodes")
         if replicas < 1 or nodes % replicas:
             raise InputError(f"{nodes} nodes do not make {replicas} serving groups of equal "
                              "size", field="--replicas")
@@ -255,7 +269,7 @@ class Lab:
         self._write_known_hosts()
         if not (self.model_dir / "model.safetensors.index.json").exists():
             build_model(self.model_dir)
-        self._write_inventory(self._engine_section(engine, say), replicas)
+        self._write_inventory(self._engine_section(engine, say), replicas, pd)
         say(f"lab {self.name!r} ready in {time.monotonic() - started:.1f}s; "
             f"inventory: {self.inventory_path}")
         return self
@@ -266,12 +280,8 @@ class Lab:
         layers = layers or [Path(p) for p in record["layers"]]
         lab_net = self.net
         log = lab_n.upper.parent / "console.log"
-        binds: tuple[tuple[Path, str], ...] = ()
-        if any(p.parent.name.startswith("podman-") for p in layers):
-            storage = lab_n.upper.parent / "containers"
-            storage.mkdir(parents=True, exist_ok=True)
-            binds = ((storage, CONTAINER_STORAGE),)
-        argv = lab_node.nspawn_argv(lab_n.machine, lab_n.name, layers, lab_n.upper, binds)
+        argv = lab_node.nspawn_argv(lab_n.machine, lab_n.name, layers, lab_n.upper,
+                                    self._binds(lab_n, layers))
         lab_n.nspawn_pid = lab_node.start(lab_n.machine, argv, log)
         self._update_node(lab_n)
         leader = self._wait_leader(lab_n)
@@ -280,6 +290,18 @@ class Lab:
         net.configure_mgmt(lab_net, lab_n.rank, lab_n.netns)
         net.configure_roce(lab_net, lab_n.rank, lab_n.netns, record["npus_per_node"],
                            record["roce_mtu"], dict(enumerate(lab_n.device_ips)))
+
+    def _binds(self, lab_n: LabNode, layers: list[Path]) -> tuple[tuple[Path, str], ...]:
+        """Host directories mounted into LAB_N: the lab's shared directory in every node,
+        and the node's own podman storage when the image has podman."""
+        self.shared_dir.mkdir(parents=True, exist_ok=True)
+        self.shared_dir.chmod(0o755)
+        binds: tuple[tuple[Path, str], ...] = ()
+        if any(p.parent.name.startswith("podman-") for p in layers):
+            storage = lab_n.upper.parent / "containers"
+            storage.mkdir(parents=True, exist_ok=True)
+            binds = ((storage, CONTAINER_STORAGE),)
+        return binds + ((self.shared_dir, SHARED_DIR),)
 
     def _wait_leader(self, lab_n: LabNode, timeout: float = 15) -> int:
         deadline = time.monotonic() + timeout
@@ -339,12 +361,13 @@ class Lab:
 
     @property
     def api_key_file(self) -> Path:
-        """The API key of a lab with replicas (0600; the inventory names the file)."""
+        """The API key of a lab with replicas or PD units (0600; the inventory names the
+        file)."""
         return self.state_dir / "api-key"
 
-    def _write_inventory(self, engine: str | dict, replicas: int = 1) -> None:
+    def _write_inventory(self, engine: str | dict, replicas: int = 1, pd: bool = False) -> None:
         key_file = None
-        if replicas > 1:
+        if replicas > 1 or pd:
             key_file = self.api_key_file
             if not key_file.exists():
                 import secrets
@@ -357,7 +380,7 @@ class Lab:
             name=self.name, chip=self.chip, npus=self.npus_per_node,
             roce_mtu=int(self._load()["roce_mtu"]), netmask=net.NETMASK,  # type: ignore[index]
             key=self.ssh_key, known_hosts=self.known_hosts, roce_gateway=self.net.roce_host_ip,
-            model_dir=self.model_dir, engine=engine, replicas=replicas,
+            model_dir=self.model_dir, engine=engine, replicas=replicas, pd=pd,
             api_key_file=key_file,
             versions={"driver": sim_state.DEFAULT_DRIVER["Version"],
                       "firmware": sim_state.DEFAULT_FIRMWARE["Version"],

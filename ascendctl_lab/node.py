@@ -14,6 +14,9 @@ from ascendctl_lab.hostcmd import LabError
 
 CGROUP_HIERARCHIES = ("/sys/fs/cgroup/systemd", "/sys/fs/cgroup/unified")
 NODE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# One host directory of the lab, bound into every node here: what an NFS share is to a real
+# PD site whose storage connector exchanges KV through files (`lab up --pd`).
+SHARED_DIR = "/srv/lab-shared"
 
 
 def cgroup_dirs(machine: str) -> list[Path]:

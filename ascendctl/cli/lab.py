@@ -60,6 +60,11 @@ def up(nodes: int = typer.Option(2, "--nodes", help="Number of nodes."),
                 "--nodes / --replicas nodes each, behind nginx on node0, with an API key "
                 "and the quality gate (docs/replicas.md). --replicas 2 with the default 2 "
                 "nodes: two single-node groups."),
+       pd: bool = typer.Option(
+           False, "--pd",
+           help="Prefill and decode disaggregated: node 2k prefills, node 2k+1 decodes, one "
+                "PD unit per pair, behind nginx on node0; KV passes through the directory "
+                "the nodes share (docs/lab.md). Needs an even --nodes; not with --replicas."),
        as_json: bool = json_option()) -> None:
     """Build (or reuse) the node image, boot the nodes, write the lab inventory."""
     from ascendctl.console import print_json
@@ -68,7 +73,7 @@ def up(nodes: int = typer.Option(2, "--nodes", help="Number of nodes."),
 
     lab = Lab(name).up(nodes=nodes, npus_per_node=npus_per_node, chip=chip,
                        progress=_progress, with_vllm=not no_vllm, engine=engine,
-                       replicas=replicas)
+                       replicas=replicas, pd=pd)
     if as_json:
         print_json(lab.status())
     else:
