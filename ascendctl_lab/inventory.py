@@ -105,6 +105,10 @@ def _make_pd(data: dict) -> None:
     # each side is one vLLM data-parallel group of one node (the PD loader's layout)
     serving["mode"] = "dp"
     serving.pop("pipeline_parallel_size", None)
+    # The storage connector moves whole KV blocks of the prompt (all but its last token):
+    # the CPU build's default 128-token blocks would move nothing for the lab's short
+    # prompts. 32 is the smallest size its attention kernel takes.
+    serving["extra_args"] = ["--block-size", "32"]
     side = {"tensor_parallel_size": 1, "data_parallel_size": 1}
     variables["pd"] = {"connector": PD_CONNECTOR,
                        "shared_storage_path": f"{SHARED_DIR}/kv",

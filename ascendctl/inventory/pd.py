@@ -178,6 +178,14 @@ def role_view(inv: Inventory, unit: str, role: Role) -> Inventory:
                                serving=role_serving(inv.serving, inv.pd.role(role)))
 
 
+def side_view(inv: Inventory, host: Host) -> Inventory:
+    """The side of its PD unit HOST is on (role_view)."""
+    role: Role = "decode" if host.pd_role == "decode" else "prefill"
+    if host.pd_role not in ROLES:
+        raise ValueError(f"{host.name} is on no PD side")
+    return role_view(inv, host.serving_group, role)
+
+
 def gang_view(inv: Inventory, unit: str) -> Inventory:
     """Serving group UNIT as its supervisor keeps it: in a PD inventory both sides, prefill
     first, ranked 0.. across the unit (the first prefill node is the unit's head: its
@@ -255,6 +263,13 @@ def resolve_pd(inv: Inventory, fail: Fail, written: Any,
         hosts.append(dataclasses.replace(host, pd_role=sides[0]))
     resolved = dataclasses.replace(inv, hosts=tuple(hosts))
     for group in resolved.serving_groups:
+        head = resolved.host(group.head)
+        if head.pd_role != "prefill":
+            # the deploy starts and probes a group from its rank 0: the unit's router
+            # and supervisor run on its first prefill node
+            raise fail(f"rank 0 of serving group {group.name} is {head.name}, a decode host: "
+                       "give rank 0 to a prefill host (the unit's router and supervisor "
+                       "run there)", host_path(head))
         for role in ROLES:
             _check_side(resolved, group.name, role, fail, written)
     return resolved

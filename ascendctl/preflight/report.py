@@ -12,6 +12,7 @@ from typing import Any
 from ascendctl.checks import SPECS, CheckResult, Severity, Status, run_checks, selected
 from ascendctl.errors import InputError
 from ascendctl.exitcodes import Exit
+from ascendctl.inventory.pd import launch_views, side_view
 from ascendctl.inventory import Inventory
 from ascendctl.preflight.collect import node_facts, owners_of, record_problem, section_text
 from ascendctl.preflight.expectations import OwnHolders, PreflightOptions, build_expectations
@@ -176,14 +177,18 @@ def build_report(inv: Inventory, hosts: Sequence[str], gathers: Mapping[str, Map
             facts[name] = f
             node.problems = [f"{sec}: {what}" for sec, what in f.problems]
             if options.allow_own_units:
-                holders = own_holders(inv, host, owners_of(record), section_text(record, "ss"))
+                # the ports its own launch binds (in PD, its side's)
+                launch = side_view(inv, host) if inv.pd is not None else inv
+                holders = own_holders(launch, launch.host(name), owners_of(record),
+                                      section_text(record, "ss"))
                 own[name] = holders
                 node.allowed = _allowed_notes(holders, f)
         nodes.append(node)
     # each serving group is judged as a cluster of its own (its head, its ranks, its RoCE
-    # plane); one group: the whole inventory, as before
+    # plane); one group: the whole inventory, as before. In PD each side of a unit is one
+    # vLLM launch (its own DP group and head).
     results = []
-    for view in inv.group_views():
+    for view in launch_views(inv):
         members = {h.name for h in view.hosts}
         exp = build_expectations(view, options=options,
                                  own={n: o for n, o in own.items() if n in members},

@@ -27,6 +27,7 @@ from ascendctl.render.jinja import render_template
 from ascendctl.render.listen import listen_address
 
 D_FIRST = ("MooncakeLayerwiseConnector",)
+ROUTER_CHECK_S = 2
 # the router's own metrics (vllm_router_pd_*), read on the node by the status probe
 METRICS_PORT_OFFSET = 1
 
@@ -68,6 +69,8 @@ def router_argv(inv: Inventory, unit: str) -> list[str]:
             "--policy", pd.router.policy,
             # the router waits for both sides; they load as long as the engine may
             "--worker-startup-timeout-secs", str(inv.serving.startup_timeout),
+            # it looks every 30 s by default: a restarted unit would wait for nothing
+            "--worker-startup-check-interval", str(ROUTER_CHECK_S),
             "--prometheus-host", "127.0.0.1", "--prometheus-port", str(metrics_port(inv)),
             *pd.router.extra_args]
 

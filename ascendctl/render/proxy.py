@@ -16,11 +16,11 @@ from typing import Optional
 from ascendctl_runtime.nodeutil import host_port
 
 from ascendctl.inventory import Inventory
+from ascendctl.inventory.pd import entry_port, role_view
 from ascendctl.render.admission import admission
 from ascendctl.render.files import RenderedFile
 from ascendctl.render.jinja import render_template
 from ascendctl.render.listen import serves_ipv6
-from ascendctl.inventory.pd import entry_port
 
 SITE_DIR = "/etc/nginx/conf.d"
 LOCAL = "127.0.0.1"
@@ -73,6 +73,22 @@ def upstreams(inv: Inventory, drained: Iterable[str] = ()) -> list[Upstream]:
     return out
 
 
+def key_checkers(inv: Inventory) -> list[Upstream]:
+    """In a PD inventory with an API key, each unit's prefill API server: the router calls
+    its backends with its own key whatever the client sent, so the gateway asks a prefill
+    engine's own API-key check (/v1/models) about the client's key first (auth_request)."""
+    if inv.pd is None or inv.serving.api_key is None:
+        return []
+    gateway = inv.gateway
+    out = []
+    for group in inv.serving_groups:
+        side = role_view(inv, group.name, "prefill")
+        head = side.head
+        address = LOCAL if gateway is not None and head.name == gateway.name else head.address
+        out.append(Upstream(group.name, head.name, host_port(address, side.serving.port)))
+    return out
+
+
 def render_site(inv: Inventory, drained: Iterable[str] = (),
                 envelope: Optional[int] = None) -> bytes:
     """The site, with the groups in DRAINED marked down (never all of them: a group that
@@ -88,7 +104,7 @@ def render_site(inv: Inventory, drained: Iterable[str] = (),
         "nginx/ascendctl.conf.j2", cluster=inv.cluster.name, ident=ident(inv),
         var=variable_ident(inv), servers=servers, listen_port=s.proxy.port,
         listen_ipv6=gateway is not None and serves_ipv6(gateway), fail_timeout=FAIL_TIMEOUT_S,
-        connect_timeout=CONNECT_TIMEOUT_S,
+        connect_timeout=CONNECT_TIMEOUT_S, key_checkers=key_checkers(inv),
         stream_timeout=max(3600, s.startup_timeout),
         admission=admission(inv, envelope, sum(not u.down for u in servers))).encode()
 

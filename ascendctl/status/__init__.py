@@ -12,6 +12,8 @@ from typing import Any, Optional
 from ascendctl_runtime.layout import SIDE_UNITS, SUPERVISOR_UNIT
 
 from ascendctl.inventory import Host, Inventory
+from ascendctl.inventory.pd import entry_port, is_router_host, side_view
+from ascendctl.render import pd_router
 from ascendctl.render.health import node_engine_units
 from ascendctl.status.model import (
     ChipStatus, ClusterStatus, EngineUnit, GroupStatus, NodeStatus, ProxyStatus,
@@ -50,8 +52,14 @@ def collect(inv: Inventory, pool: Any, *,
         kwargs: dict[str, Any] = {"engine_units": node_engine_units(inv, host),
                                   "side_units": side_units(inv, host), "ports": ports}
         if host.is_head:
-            kwargs.update(engine_port=inv.serving.port, model=inv.model.served_name,
+            kwargs.update(engine_port=entry_port(inv), model=inv.model.served_name,
                           probe_timeout=probe_timeout)
+        if inv.pd is not None:
+            side = side_view(inv, host)
+            if side.head.name == host.name:     # a side's API server: its engine's metrics
+                kwargs["metrics_port"] = side.serving.port
+            if is_router_host(inv, host):
+                kwargs["router_metrics_port"] = pd_router.metrics_port(inv)
         return call_node(conn, node=host.name, python=inv.deploy.python, entry="status_node",
                          request={"op": "status", "root": inv.deploy.root, "kwargs": kwargs},
                          timeout=probe_timeout + NODE_CALL_MARGIN_S)
@@ -70,6 +78,9 @@ def collect(inv: Inventory, pool: Any, *,
                 else f"the status call failed: {result.error}"
             status = NodeStatus(name=host.name, rank=host.rank, reachable=False, error=error)
         status.group = host.serving_group
+        if inv.pd is not None:      # named by its side and its rank there
+            status.role = host.pd_role
+            status.rank = side_view(inv, host).host(host.name).rank
         nodes.append(status)
     return judge(inv, nodes, raws)
 
@@ -85,7 +96,8 @@ def judge(inv: Inventory, nodes: list[NodeStatus], raws: dict[str, Any]) -> Clus
         groups.append(GroupStatus(name=view.serving_groups[0].name, head=view.head.name,
                                   verdict=state, reasons=reasons,
                                   nodes=[n.name for n in members],
-                                  serving=head.probe if head else None, supervisor=sup))
+                                  serving=head.probe if head else None, supervisor=sup,
+                                  kv_transfer=kv_transfer(members) if inv.pd else None))
     proxy = proxy_status(inv, nodes)
     state, reasons = service_verdict(inv, groups, proxy)
     unsafe = list(inv.unsafe_engine_options)
@@ -93,6 +105,24 @@ def judge(inv: Inventory, nodes: list[NodeStatus], raws: dict[str, Any]) -> Clus
                          nodes=nodes, serving=groups[0].serving,
                          supervisor=groups[0].supervisor, groups=groups, proxy=proxy,
                          unsafe_engine_options=unsafe, warnings=unsafe_warnings(unsafe))
+
+
+def kv_transfer(members: list[NodeStatus]) -> dict[str, Any]:
+    """What a PD unit's counters say about KV moving from prefill to decode: the router's
+    requests (each went to prefill, then to decode) and the KV tokens the decode engines
+    took from their connector instead of computing them."""
+    router = next((n.router_metrics for n in members if n.router_metrics), {})
+    decode = [n for n in members if n.role == "decode" and n.metrics]
+
+    def total(name: str) -> Optional[float]:
+        return sum(n.metrics.get(name, 0.0) for n in decode) if decode else None
+
+    return {"requests": router.get("vllm_router_pd_requests_total"),
+            "prefill_requests": router.get("vllm_router_pd_prefill_requests_total"),
+            "decode_requests": router.get("vllm_router_pd_decode_requests_total"),
+            "router_errors": router.get("vllm_router_pd_errors_total"),
+            "decode_external_query_tokens": total("vllm:external_prefix_cache_queries_total"),
+            "decode_external_hit_tokens": total("vllm:external_prefix_cache_hits_total")}
 
 
 def unsafe_warnings(unsafe: list[str]) -> list[str]:

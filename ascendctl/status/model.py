@@ -78,10 +78,13 @@ class NodeStatus:
     fault_events: list[dict[str, Any]] = field(default_factory=list)   # the fault monitor
     fault_signals: list[dict[str, Any]] = field(default_factory=list)  # present at its reading
     fault_limits: Optional[str] = None      # e.g. one group: drain and isolate only alert
+    role: Optional[str] = None              # prefill | decode in a PD unit
+    router_metrics: dict[str, float] = field(default_factory=dict)   # a PD unit's router
 
     @property
     def where(self) -> str:
-        return f"rank {self.rank} ({self.name})"
+        side = f"{self.role} " if self.role else ""
+        return f"{side}rank {self.rank} ({self.name})"
 
     @property
     def foreign(self) -> list[NpuHolder]:
@@ -128,6 +131,7 @@ class GroupStatus:
     nodes: list[str]
     serving: Optional[dict[str, Any]] = None
     supervisor: Optional[SupervisorStatus] = None
+    kv_transfer: Optional[dict[str, Any]] = None    # a PD unit: KV decode took from prefill
 
 
 @dataclass

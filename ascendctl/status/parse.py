@@ -49,7 +49,8 @@ def node_status(host: Host, raw: dict[str, Any], *, expect_npus: int,
     if "probe" in raw:
         status.probe = raw["probe"]
         status.engine_up = (raw.get("health") or {}).get("status") == 200
-        status.metrics = raw.get("metrics") or {}
+    status.metrics = raw.get("metrics") or {}
+    status.router_metrics = raw.get("router_metrics") or {}
     status.maintenance = raw.get("maintenance") if isinstance(raw.get("maintenance"), dict) \
         else None
     status.fault_events = [e for e in raw.get("fault_events") or [] if isinstance(e, dict)]

@@ -23,6 +23,11 @@ from typing import Any, Optional
 from ascendctl_runtime import layout
 from ascendctl_runtime.nodeutil import http_url, parse_env_file
 
+# More than one token: vLLM 0.32's ExampleConnector (the lab's PD connector) computes
+# align_to_block_size(len(prompt) - 1) = -block_size for a one-token prompt, and the decode
+# engine dies on the negative computed-token count.
+PROBE_PROMPT = "Hello, world"
+
 METRICS_OF_INTEREST = (
     "vllm:num_requests_running",
     "vllm:num_requests_waiting",
@@ -30,6 +35,18 @@ METRICS_OF_INTEREST = (
     "vllm:prompt_tokens_total",
     "vllm:generation_tokens_total",
     "vllm:request_success_total",
+    # KV a PD decode engine took from its connector instead of computing it (tokens)
+    "vllm:external_prefix_cache_queries_total",
+    "vllm:external_prefix_cache_hits_total",
+)
+# a PD unit's router (vllm-router's Prometheus endpoint)
+ROUTER_METRICS = (
+    "vllm_router_pd_requests_total",
+    "vllm_router_pd_prefill_requests_total",
+    "vllm_router_pd_decode_requests_total",
+    "vllm_router_pd_errors_total",
+    "vllm_router_pd_prefill_errors_total",
+    "vllm_router_pd_decode_errors_total",
 )
 
 
@@ -113,7 +130,7 @@ def check_ready(engine: Engine, model: str, stream: bool, max_tokens: int) -> di
         result["error"] = f"/v1/models does not list {model!r} (it lists {served})"
         return result
     result["step"] = "completion"
-    prompt = {"model": model, "prompt": "Hello", "max_tokens": max_tokens, "temperature": 0}
+    prompt = {"model": model, "prompt": PROBE_PROMPT, "max_tokens": max_tokens, "temperature": 0}
     try:
         status, body = engine.request("POST", "/v1/completions", prompt)
     except (OSError, urllib.error.URLError) as err:
@@ -145,7 +162,7 @@ def serving_probe(engine: Engine, model: str) -> dict[str, Any]:
     """Prove serving: one real 1-token completion through the API key (never /health).
     {"ok", "seconds", "error", "status"}; the engine's timeout bounds it."""
     started = time.monotonic()
-    body = {"model": model, "prompt": "Hi", "max_tokens": 1, "temperature": 0}
+    body = {"model": model, "prompt": PROBE_PROMPT, "max_tokens": 1, "temperature": 0}
     try:
         status, answer = engine.request("POST", "/v1/completions", body)
     except (OSError, urllib.error.URLError) as err:

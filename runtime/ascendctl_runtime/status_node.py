@@ -81,7 +81,11 @@ def node_maintenance(root: str) -> dict[str, Any]:
 
 def op_status(root: str, engine_units: list[str], side_units: list[str], ports: int,
               engine_port: Optional[int] = None, model: Optional[str] = None,
-              probe_timeout: float = 5.0) -> dict[str, Any]:
+              probe_timeout: float = 5.0, metrics_port: Optional[int] = None,
+              router_metrics_port: Optional[int] = None) -> dict[str, Any]:
+    """ENGINE_PORT: the group's API on this node (its head), probed deeply; in PD the unit's
+    router. METRICS_PORT: this node's engine API server, for its /metrics (default
+    ENGINE_PORT); ROUTER_METRICS_PORT: the PD router's own metrics."""
     current = layout.current_release(root)
     with ThreadPoolExecutor(max_workers=8) as pool:
         npu = pool.submit(_tool, [NPU_SMI, "info"])
@@ -97,8 +101,15 @@ def op_status(root: str, engine_units: list[str], side_units: list[str], ports: 
             quick = probe.Engine("127.0.0.1", engine_port, None, min(5.0, probe_timeout))
             served = model or (os.path.join(release, "model") if release else "")
             head = {"probe": pool.submit(probe.serving_probe, engine, served),
-                    "health": pool.submit(_http, quick, "/health"),
-                    "metrics": pool.submit(_http, quick, "/metrics")}
+                    "health": pool.submit(_http, quick, "/health")}
+        scraped = {}
+        if metrics_port or engine_port:
+            scraped["metrics"] = pool.submit(_http, probe.Engine(
+                "127.0.0.1", metrics_port or engine_port or 0, None, min(5.0, probe_timeout)),
+                "/metrics")
+        if router_metrics_port:
+            scraped["router_metrics"] = pool.submit(_http, probe.Engine(
+                "127.0.0.1", router_metrics_port, None, min(5.0, probe_timeout)), "/metrics")
         result: dict[str, Any] = {
             "hostname": os.uname().nodename,
             "current": current,
@@ -108,12 +119,14 @@ def op_status(root: str, engine_units: list[str], side_units: list[str], ports: 
             **units.result(),
             **node_maintenance(root),
         }
+    for key, future in scraped.items():
+        answer = future.result()
+        result[key] = probe.parse_metrics(
+            answer["body"], probe.ROUTER_METRICS if key == "router_metrics"
+            else probe.METRICS_OF_INTEREST) if answer.get("status") == 200 else {}
     if head is not None:
         result["probe"] = head["probe"].result()
         result["health"] = {k: v for k, v in head["health"].result().items() if k != "body"}
-        metrics = head["metrics"].result()
-        result["metrics"] = probe.parse_metrics(metrics["body"]) \
-            if metrics.get("status") == 200 else {}
         path = healthstore.health_path(root, layout.SUPERVISOR_STATE)
         result["supervisor"] = healthstore.read_json(path)
         result["supervisor_age_s"] = healthstore.file_age_s(path)
