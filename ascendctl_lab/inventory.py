@@ -112,7 +112,10 @@ def _make_pd(data: dict) -> None:
     side = {"tensor_parallel_size": 1, "data_parallel_size": 1}
     variables["pd"] = {"connector": PD_CONNECTOR,
                        "shared_storage_path": f"{SHARED_DIR}/kv",
-                       "prefill": dict(side), "decode": dict(side),
+                       # the guide's PD setting (pd.prefix-caching): a prompt decode has
+                       # seen must still come from prefill, not from decode's own cache
+                       "prefill": dict(side),
+                       "decode": {**side, "enable_prefix_caching": False},
                        "router": {"port": PD_ROUTER_PORT, "executable": ROUTER_EXECUTABLE}}
     children = data["all"]["children"]
     units = children["nodes"]["children"].values()

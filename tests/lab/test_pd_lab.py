@@ -20,6 +20,7 @@ Two engines at most. Run under the machine's engine slot:
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import subprocess
@@ -111,7 +112,7 @@ def pd(tmp_path_factory):
 def without_pd(data: dict) -> dict:
     """The same two nodes and engine flags without disaggregation: one data-parallel group
     of two ranks, one per node (each a whole engine, as each PD side is)."""
-    plain = yaml.safe_load(yaml.safe_dump(data))
+    plain = copy.deepcopy(data)
     vars_ = plain["all"]["vars"]
     del vars_["pd"]
     del plain["all"]["children"]["prefill"], plain["all"]["children"]["decode"]
@@ -231,7 +232,7 @@ def test_p2_a_killed_prefill_then_decode_engine_restarts_the_unit_in_order(pd):
 def test_p3_a_changed_decode_setting_passes_the_gate_and_altered_weights_are_rolled_back(pd):
     from tests.lab.quality_helpers import SCALE, SCALED_TENSOR, scaled_copy
 
-    changed = yaml.safe_load(yaml.safe_dump(pd["data"]))
+    changed = copy.deepcopy(pd["data"])
     changed["all"]["vars"]["pd"]["decode"]["max_num_seqs"] = 4
     result, report = deploy(write(pd["dir"], "decode-seqs", changed))
     assert result.returncode == 0, report["summary"] + result.stderr[-3000:]
