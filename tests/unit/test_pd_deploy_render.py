@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import socket
 import subprocess
 import urllib.error
 import urllib.request
@@ -26,6 +27,12 @@ from ascendctl_lab import inventory
 from tests.unit.nginx_run import nginx_conf
 from tests.unit.test_lab_pd import build
 from tests.unit.test_render_validators import tool, verify_units
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 def lab_pd(tmp_path: Path, count: int = 2, edit=None):
@@ -154,7 +161,8 @@ def test_the_real_nginx_refuses_a_wrong_key_before_the_router(tmp_path):
     for server in servers:
         threading.Thread(target=server.serve_forever, daemon=True).start()
     engine_port, router_port = (s.server_address[1] for s in servers)
-    proxy_port = max(engine_port, router_port) + 3     # router metrics: router + 1
+    taken = {engine_port, router_port, router_port + 1, engine_port + 7}
+    proxy_port = next(port for port in iter(free_port, None) if port not in taken)
 
     def ports(data):
         vars_ = data["all"]["vars"]
