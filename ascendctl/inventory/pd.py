@@ -113,6 +113,11 @@ class PdRouterSpec(Section):
                     "consistent_hash"] = "round_robin"
     extra_args: list[str] = []           # after ascendctl's own flags
 
+    @property
+    def metrics_port(self) -> int:
+        """vllm-router's Prometheus endpoint (127.0.0.1), next to its API port."""
+        return self.port + 1
+
     @field_validator("extra_args")
     @classmethod
     def _args(cls, value: list[str]) -> list[str]:
@@ -201,13 +206,15 @@ def gang_view(inv: Inventory, unit: str) -> Inventory:
                                serving_groups=(ServingGroup(unit, names),))
 
 
+def router_host(inv: Inventory, unit: str) -> Host:
+    """Where UNIT's router and supervisor run: its first prefill node (the unit's head)."""
+    return role_hosts(inv, unit, "prefill")[0]
+
+
 def is_router_host(inv: Inventory, host: Host) -> bool:
-    """HOST runs its PD unit's router (the unit's first prefill node)."""
-    if inv.pd is None or host.pd_role != "prefill":
-        return False
-    first = next((name for name in inv.group(host.serving_group).hosts
-                  if inv.host(name).pd_role == "prefill"), None)
-    return first == host.name
+    """HOST runs its PD unit's router."""
+    return inv.pd is not None and host.pd_role == "prefill" and \
+        router_host(inv, host.serving_group).name == host.name
 
 
 def entry_port(inv: Inventory) -> int:

@@ -172,7 +172,7 @@ def unit_layout(inv: Inventory, unit: str) -> PdLayout:
     router = PD_PATH + ("router", "port")
     listeners.append(Listener(0, OWNER_ROUTER, pd.router.port,
                               places.at(router, PD_PATH + ("router",), PD_PATH), dotted(router)))
-    listeners.append(Listener(0, OWNER_ROUTER_METRICS, pd.router.port + 1,
+    listeners.append(Listener(0, OWNER_ROUTER_METRICS, pd.router.metrics_port,
                               places.at(router, PD_PATH + ("router",), PD_PATH), dotted(router)))
     exporter = ("all", "vars", "deploy", "exporter_port")
     return PdLayout(

@@ -21,27 +21,13 @@ from ascendctl_runtime.nodeutil import http_url
 
 from ascendctl.errors import InputError
 from ascendctl.inventory import Host, Inventory
-from ascendctl.inventory.pd import role_view
+from ascendctl.inventory.pd import role_view, router_host
 from ascendctl.render.files import RenderedFile
 from ascendctl.render.jinja import render_template
 from ascendctl.render.listen import listen_address
 
 D_FIRST = ("MooncakeLayerwiseConnector",)
 ROUTER_CHECK_S = 2
-# the router's own metrics (vllm_router_pd_*), read on the node by the status probe
-METRICS_PORT_OFFSET = 1
-
-
-def router_host(inv: Inventory, unit: str) -> Host:
-    """Where UNIT's router runs: its first prefill node (the unit's head)."""
-    return inv.host(role_view(inv, unit, "prefill").hosts[0].name)
-
-
-def metrics_port(inv: Inventory) -> int:
-    assert inv.pd is not None
-    return inv.pd.router.port + METRICS_PORT_OFFSET
-
-
 def backends(inv: Inventory, unit: str) -> dict[str, str]:
     """{"prefill": URL, "decode": URL}: each side's API server (its DP master)."""
     urls = {}
@@ -71,7 +57,7 @@ def router_argv(inv: Inventory, unit: str) -> list[str]:
             "--worker-startup-timeout-secs", str(inv.serving.startup_timeout),
             # it looks every 30 s by default: a restarted unit would wait for nothing
             "--worker-startup-check-interval", str(ROUTER_CHECK_S),
-            "--prometheus-host", "127.0.0.1", "--prometheus-port", str(metrics_port(inv)),
+            "--prometheus-host", "127.0.0.1", "--prometheus-port", str(pd.router.metrics_port),
             *pd.router.extra_args]
 
 

@@ -15,7 +15,7 @@ from typing import Optional
 
 from ascendctl_runtime.nodeutil import host_port
 
-from ascendctl.inventory import Inventory
+from ascendctl.inventory import Host, Inventory
 from ascendctl.inventory.pd import entry_port, role_view
 from ascendctl.render.admission import admission
 from ascendctl.render.files import RenderedFile
@@ -60,17 +60,18 @@ def variable_ident(inv: Inventory) -> str:
     return f"{name[:VARIABLE_IDENT_MAX - 9]}_{digest}"
 
 
+def _reached(inv: Inventory, group: str, host: Host, port: int, down: bool = False) -> Upstream:
+    """HOST:PORT as nginx on the gateway reaches it (loopback on the gateway itself)."""
+    gateway = inv.gateway
+    address = LOCAL if gateway is not None and host.name == gateway.name else host.address
+    return Upstream(group, host.name, host_port(address, port), down=down)
+
+
 def upstreams(inv: Inventory, drained: Iterable[str] = ()) -> list[Upstream]:
     """Each serving group's head as nginx on the gateway reaches it."""
-    out = []
     down = set(drained)
-    gateway = inv.gateway
-    for group in inv.serving_groups:
-        head = inv.host(group.head)
-        address = LOCAL if gateway is not None and head.name == gateway.name else head.address
-        out.append(Upstream(group.name, head.name, host_port(address, entry_port(inv)),
-                            down=group.name in down))
-    return out
+    return [_reached(inv, group.name, inv.host(group.head), entry_port(inv),
+                     down=group.name in down) for group in inv.serving_groups]
 
 
 def key_checkers(inv: Inventory) -> list[Upstream]:
@@ -79,14 +80,9 @@ def key_checkers(inv: Inventory) -> list[Upstream]:
     engine's own API-key check (/v1/models) about the client's key first (auth_request)."""
     if inv.pd is None or inv.serving.api_key is None:
         return []
-    gateway = inv.gateway
-    out = []
-    for group in inv.serving_groups:
-        side = role_view(inv, group.name, "prefill")
-        head = side.head
-        address = LOCAL if gateway is not None and head.name == gateway.name else head.address
-        out.append(Upstream(group.name, head.name, host_port(address, side.serving.port)))
-    return out
+    sides = [role_view(inv, group.name, "prefill") for group in inv.serving_groups]
+    return [_reached(inv, side.serving_groups[0].name, side.head, side.serving.port)
+            for side in sides]
 
 
 def render_site(inv: Inventory, drained: Iterable[str] = (),

@@ -13,7 +13,6 @@ from ascendctl_runtime.layout import SIDE_UNITS, SUPERVISOR_UNIT
 
 from ascendctl.inventory import Host, Inventory
 from ascendctl.inventory.pd import entry_port, is_router_host, side_view
-from ascendctl.render import pd_router
 from ascendctl.render.health import node_engine_units
 from ascendctl.status.model import (
     ChipStatus, ClusterStatus, EngineUnit, GroupStatus, NodeStatus, ProxyStatus,
@@ -59,7 +58,7 @@ def collect(inv: Inventory, pool: Any, *,
             if side.head.name == host.name:     # a side's API server: its engine's metrics
                 kwargs["metrics_port"] = side.serving.port
             if is_router_host(inv, host):
-                kwargs["router_metrics_port"] = pd_router.metrics_port(inv)
+                kwargs["router_metrics_port"] = inv.pd.router.metrics_port
         return call_node(conn, node=host.name, python=inv.deploy.python, entry="status_node",
                          request={"op": "status", "root": inv.deploy.root, "kwargs": kwargs},
                          timeout=probe_timeout + NODE_CALL_MARGIN_S)

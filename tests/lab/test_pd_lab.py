@@ -22,9 +22,7 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -33,19 +31,16 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ascendctl_runtime.probe import parse_metrics
+
 from tests.conftest import require_lab, unique_lab_name
+from tests.lab.health_helpers import ascendctl
 
 ENGINE_UNIT = "ascendctl-engine.service"
 # 16 prompts of 40+ tokens: with 32-token blocks each moves at least one block of KV
 PROMPTS = [f"Story {i}: in the old harbour town the fishermen told the travellers about the "
            f"lighthouse keeper, the storms of the winter and the ship that came back after "
            f"{i + 2} years, and then one of them said" for i in range(16)]
-
-
-def ascendctl(*args: str, timeout: float = 1500) -> subprocess.CompletedProcess:
-    env = {**os.environ, "ASCENDCTL_PLAIN": "1"}
-    return subprocess.run([sys.executable, "-m", "ascendctl", *args], capture_output=True,
-                          text=True, timeout=timeout, env=env, stdin=subprocess.DEVNULL)
 
 
 def status_json(inv: Path) -> dict:
@@ -143,9 +138,8 @@ def history(inv: Path) -> dict:
 def decode_counters(state: dict) -> dict[str, float]:
     text = state["lab"].exec("node1", ["curl", "-s", "http://127.0.0.1:8000/metrics"],
                              timeout=60).stdout
-    wanted = ("vllm:external_prefix_cache_hits_total", "vllm:prompt_tokens_total")
-    return {name: sum(float(line.split()[-1]) for line in text.splitlines()
-                      if line.startswith(name)) for name in wanted}
+    return parse_metrics(text, ("vllm:external_prefix_cache_hits_total",
+                                "vllm:prompt_tokens_total"))
 
 
 def test_p1_the_unit_serves_through_the_gateway_with_kv_from_prefill(pd):
