@@ -14,10 +14,11 @@ if TYPE_CHECKING:
 
 BENCH_EXIT_HELP = (
     "Exit codes: 0 every SLO in the inventory met (or none set), or with --quality the "
-    "quality gate passed; 1 an SLO missed, requests failed, the benchmark could not run or "
+    "quality gate passed, or with --compare/--envelope/--soak/--long-tail that gate passed; "
+    "1 an SLO missed, requests failed, the benchmark could not run or "
     "nothing is deployed, or with --quality the gate failed (a prompt's answer, the "
-    "agreement, or nothing to agree with); 2 bad input (nothing run); 4 the head node "
-    "unreachable; 130 interrupted."
+    "agreement, or nothing to agree with), or a promotion gate failed or could not "
+    "measure; 2 bad input (nothing run); 4 the head node unreachable; 130 interrupted."
 )
 
 
@@ -47,6 +48,24 @@ def bench(
         "next release must agree with, without comparing (when the previous release left "
         "no gate record)."),
     group: Optional[str] = serving_group_option(),
+    compare: Optional[tuple[str, str]] = typer.Option(
+        None, "--compare", metavar="REL_A REL_B",
+        help="The regression gate alone: REL_B (served by a group's head) against REL_A, "
+        "side by side when another group's head serves REL_A, else against REL_A's stored "
+        "figures on the same profile (slo.promotion.profile, .rounds); see "
+        "docs/promotion.md."),
+    envelope: bool = typer.Option(
+        False, "--envelope", help="The envelope gate alone: a concurrency sweep "
+        "(slo.promotion.envelope.levels) on each group's head; the highest level whose "
+        "latency SLOs held with nothing hung or failed is stored with the release."),
+    soak: Optional[float] = typer.Option(
+        None, "--soak", metavar="SECONDS", min=60,
+        help="The soak gate alone, for SECONDS of traffic: no engine restart or recovery, "
+        "HBM and RSS growth under the bounds, no stall."),
+    long_tail: Optional[int] = typer.Option(
+        None, "--long-tail", metavar="N", min=1,
+        help="The long-tail gate alone with N requests: each answer checked for garbage "
+        "and the prompt set's expectations; compared with the previous release's rate."),
 ) -> None:
     """Benchmark the deployment with vLLM's own `vllm bench serve`; judge it by the SLOs.
 
@@ -76,10 +95,20 @@ def bench(
 
     if baseline and not quality:
         raise InputError("--baseline goes with --quality")
+    compared = None if compare is None or None in compare else (compare[0], compare[1])
+    gates = [name for name, asked in (("regression", compared is not None),
+                                      ("envelope", envelope), ("soak", soak is not None),
+                                      ("long_tail", long_tail is not None)) if asked]
+    if len(gates) + quality > 1:
+        raise InputError("--quality, --compare, --envelope, --soak and --long-tail each run "
+                         "alone: give one of them")
     inv = load_inventory(inventory)
     views = [inv.group_view(group)] if group is not None else inv.group_views()
     if quality:
         quality_gate(inv, views, junit, as_json, baseline)
+    if gates:
+        promotion_gate(inv, views, gates[0], junit, as_json, compared=compared, soak_s=soak,
+                       long_tail=long_tail)
     settings = validate(BenchSettings(input_len=input_len, output_len=output_len,
                                       concurrency=concurrency, num_prompts=num_prompts,
                                       request_rate=request_rate, timeout_s=timeout), inv)
@@ -123,6 +152,56 @@ def quality_gate(inv: "Inventory", views: list["Inventory"], junit: Optional[Pat
         out.print(Text.assemble(verdict, " ", report.summary()))
 
     report_groups(views, reports, junit, junit_report, as_json, show)
+
+
+def promotion_gate(inv: "Inventory", views: list["Inventory"], gate: str,
+                   junit: Optional[Path], as_json: bool, *,
+                   compared: Optional[tuple[str, str]], soak_s: Optional[float],
+                   long_tail: Optional[int]) -> None:
+    """`bench --compare/--envelope/--soak/--long-tail`: one promotion gate against what the
+    heads serve now; exits 0 or 1 (the worst group)."""
+    import time
+
+    from ascendctl.console import get_console
+    from ascendctl.gates.bench import gate_contexts
+    from ascendctl.gates.head import GateError
+    from ascendctl.gates.report import PromotionReport, junit_report, lines
+    from ascendctl.gates.runner import run_gates
+    from ascendctl.inventory.promotion import DEFAULT_PROMOTION
+    from ascendctl.errors import AscendctlError, InputError
+    from ascendctl.transport import SshPool
+
+    spec = inv.slo.promotion or DEFAULT_PROMOTION
+    if soak_s is not None:
+        if soak_s <= spec.stall_s:
+            raise InputError(f"--soak {soak_s:g} must be longer than slo.promotion.stall_s "
+                             f"{spec.stall_s:g}")
+        spec = spec.model_copy(update={"soak_s": soak_s})
+    if long_tail is not None:
+        spec = spec.model_copy(update={"long_tail_requests": long_tail})
+    err = get_console(stderr=True)
+    say = (lambda _msg: None) if as_json else (lambda msg: err.print(f"[dim]·[/dim] {msg}"))
+    reports = []
+    shown = views
+    with SshPool([h for v in inv.group_views() for h in v.hosts]) as pool:
+        try:
+            contexts = gate_contexts(inv, views, spec, pool, say, compared=compared)
+        except GateError as error:
+            raise AscendctlError(str(error)) from None
+        shown = [c.inv for c in contexts]
+        for context in contexts:
+            started = time.time()
+            try:
+                ran = run_gates(context, [gate])
+            except GateError as error:
+                raise AscendctlError(f"{gate} could not measure: {error}") from None
+            reports.append(PromotionReport(inv.cluster.name, ran, time.time() - started))
+
+    def show(out, report) -> None:
+        for line in lines(report):
+            out.print(line, markup=False, highlight=False)
+
+    report_groups(shown, reports, junit, junit_report, as_json, show)
 
 
 def report_groups(views: list["Inventory"], reports: list, junit: Optional[Path],

@@ -123,6 +123,9 @@ class DeployRun:
         self.group_previous: dict[str, Optional[str]] = {}   # group → what its head served
         # groups with a node in maintenance: skipped, and kept out of the balancer
         self.in_maintenance: frozenset[str] = frozenset()
+        # release → its measured load envelope (slo.promotion; None: none stored)
+        self.envelopes: dict[str, Optional[int]] = {}
+        self.promoted: dict[str, str] = {}      # release → the group whose gates passed
         self.outcome.replicated = inv.replicated
         self._run_state: Optional["RunState"] = None
         self._secrets: Optional[dict[str, str]] = None

@@ -32,7 +32,7 @@ PER_GROUP = [
     ("readiness gate", ["engine_ready"]),
     ("warm-up", ["engine_warmup", "node_services"]),
     ("commit", ["release_commit"]),
-    ("quality gate", ["quality_gate", "bench_gate"]),
+    ("quality gate", ["quality_gate", "bench_gate", "promotion_gate"]),
     ("back into service", ["balancer", "supervisor_hold", "release_prune"]),
     ("restore the release the group served before", ["release_restore"]),
     ("the group back in service", ["balancer", "supervisor_hold"]),
@@ -97,6 +97,9 @@ def test_rollback_does_not_ask_agreement_of_an_older_release():
     ((play, gate),) = [(p, t) for p in book.all_plays() for t in p.tasks
                        if t.module == "quality_gate"]
     assert rendered_args(play, gate) == {"agreement": False}
+    ((play, promotion),) = [(p, t) for p in book.all_plays() for t in p.tasks
+                            if t.module == "promotion_gate"]
+    assert rendered_args(play, promotion) == {"promote": False}
     assert "quality_baseline" not in [t.module for p in book.all_plays() for t in p.tasks]
 
 
@@ -122,7 +125,8 @@ def switch_before(agreement: bool, engine: str, restore: str) -> list:
         ("commit", "all", "parallel", [], "F", [("release_commit", {}, False, False)]),
         ("quality gate", "all", "parallel", [], "F",
          [("quality_gate", {"agreement": agreement}, True, False),
-          ("bench_gate", {}, True, False)]),
+          ("bench_gate", {}, True, False),
+          ("promotion_gate", {"promote": agreement}, True, False)]),
         ("back into service", "all", "parallel", [], "F",
          [("balancer", {"state": "in"}, True, False),
           ("supervisor_hold", {"state": "released"}, True, False),

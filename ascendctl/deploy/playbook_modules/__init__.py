@@ -28,12 +28,13 @@ Each step is one module in one small file; they share the run's DeployRun
     quality   quality_baseline     the serving release's answers recorded where missing
               quality_gate         the quality gate on each restarted group's head
               bench_gate           a short bench against the SLOs (deploy.rolling.bench)
+    promotion promotion_gate       slo.promotion's gates on each restarted group's head
 
 Every switch step acts on the hosts of its play (`ctx.play_hosts`), per serving group, so
 the same steps run once per batch of groups inside the deploy's `rolling:` block.
 """
 
 from ascendctl.deploy.playbook_modules import (  # noqa: F401  (registers the modules)
-    balancer, bench_gate, commit, engine, lock, quality, restore, stage, supervisor,
-    switch,
+    balancer, bench_gate, commit, engine, lock, promotion, quality, restore, stage,
+    supervisor, switch,
 )

@@ -20,7 +20,7 @@ from __future__ import annotations
 import base64
 import time
 from collections.abc import Set as AbstractSet
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Optional
 
 from ascendctl_runtime.probe import IN_FLIGHT
 from pydantic import BaseModel, ConfigDict
@@ -41,6 +41,41 @@ if TYPE_CHECKING:
 DRAIN_POLL_S = 0.5
 
 
+def admitted_envelope(ctx: ModuleContext, run: DeployRun,
+                      drained: AbstractSet[str]) -> Optional[int]:
+    """With slo.promotion.envelope enabled: the smallest envelope stored for a release the
+    groups in the balancer serve (measured by this run's envelope gate, else read from the
+    group's head); None when none is known (the gateway then admits everything)."""
+    inv = ctx.inventory
+    spec = inv.slo.promotion
+    if spec is None or not spec.envelope.enabled:
+        return None
+    found = []
+    for group in inv.serving_groups:
+        if group.name in drained or group.name in run.in_maintenance:
+            continue
+        release = run.serving_release(group.name)
+        if release is None:
+            continue
+        if release not in run.envelopes:
+            head = run.group_head(group.name)
+            try:
+                answer = call_node(ctx.connection_for(head.name), node=head.name,
+                                   python=inv.deploy.python, entry="promotion_node",
+                                   request={"op": "envelope", "kwargs": {
+                                       "root": inv.deploy.root, "release": release}},
+                                   timeout=60, become=ctx.become)
+            except NodeCallError as err:
+                raise ModuleError(f"the envelope of {release} on {head.name}: "
+                                  f"{err.reason}") from None
+            value = answer.get("envelope")
+            run.envelopes[release] = int(value) if isinstance(value, int) else None
+        known = run.envelopes[release]
+        if known is not None:
+            found.append(known)
+    return min(found) if found else None
+
+
 def apply_site(ctx: ModuleContext, run: DeployRun, drained: AbstractSet[str]) -> dict[str, Any]:
     """The site with DRAINED out of the balancer, on the gateway (one remote execution)."""
     inv = ctx.inventory
@@ -50,7 +85,8 @@ def apply_site(ctx: ModuleContext, run: DeployRun, drained: AbstractSet[str]) ->
         # not a host of this run: its nginx keeps the site it has (the groups in
         # maintenance out, by its watcher)
         return {"changed": False, "was_active": True, "content": "", "in_maintenance": True}
-    content = render_site(inv, set(drained) | run.in_maintenance)
+    content = render_site(inv, set(drained) | run.in_maintenance,
+                          envelope=admitted_envelope(ctx, run, drained))
     try:
         answer = call_node(ctx.connection_for(gateway.name), node=gateway.name,
                            python=inv.deploy.python, entry="proxy_node",

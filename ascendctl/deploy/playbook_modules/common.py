@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Optional
 
 from pydantic import BaseModel, ConfigDict
 
+from ascendctl_runtime.layout import ENGINE_UNIT
+
 from ascendctl.deploy.engines import EngineControl, StepFailed
 from ascendctl.deploy.run import DeployRun
 from ascendctl.playbook.modules import Module, ModuleContext, ModuleResult
@@ -78,3 +80,27 @@ def gate_restarted_heads(ctx: ModuleContext, run: DeployRun,
         return ModuleResult(msg=would(", ".join(head.name for head in heads.values())))
     return ModuleResult(msg="; ".join(f"{head.name}: {gate(group, head)}"
                                       for group, head in heads.items()))
+
+
+def serves(run: DeployRun, head: "Host", release: str) -> bool:
+    """HEAD's `current` is RELEASE and its engine runs (as the run read the node)."""
+    state = run.state(head)
+    return state.current == release and state.unit(ENGINE_UNIT).running
+
+
+def live_previous_head(ctx: ModuleContext, run: DeployRun, group: str,
+                       previous: Optional[str]) -> Optional["Host"]:
+    """A head of another group that still serves PREVIOUS (not switched by this run, in
+    service): what a gate compares GROUP's new release with, side by side."""
+    if previous is None:
+        return None
+    for other in ctx.inventory.serving_groups:
+        if other.name == group:
+            continue
+        head = run.group_head(other.name)
+        if head.name in run.restarting or other.name in run.not_serving \
+                or other.name in run.in_maintenance:
+            continue
+        if serves(run, head, previous):
+            return head
+    return None

@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Optional
 
 from pydantic import BaseModel, ConfigDict
 
-from ascendctl_runtime.layout import ENGINE_UNIT
-
 from ascendctl.deploy.handoffs import ENGINES_READY, NODE_STATES
-from ascendctl.deploy.playbook_modules.common import DeployStep, gate_restarted_heads
+from ascendctl.deploy.playbook_modules.common import (
+    DeployStep, gate_restarted_heads, live_previous_head, serves,
+)
 from ascendctl.deploy.run import DeployRun
 from ascendctl.errors import AscendctlError
 from ascendctl.playbook.modules import (
@@ -46,11 +46,6 @@ def _run_and_gate(ctx: ModuleContext) -> tuple[DeployRun, Optional["QualitySpec"
     run = DeployRun.of(ctx)
     run.require_no_failure(ctx)
     return run, ctx.inventory.slo.quality
-
-
-def _serves(run: DeployRun, head: "Host", release: str) -> bool:
-    state = run.state(head)
-    return state.current == release and state.unit(ENGINE_UNIT).running
 
 
 @register_module("quality_baseline")
@@ -79,7 +74,7 @@ class QualityBaseline(DeployStep):
             if old is None or old == target:
                 notes.append(f"{group}: no earlier release, nothing to agree with")
                 continue
-            if not _serves(run, head, old):
+            if not serves(run, head, old):
                 notes.append(f"{head.name} does not serve {old}: its gate compares live with "
                              "a group still serving it, or fails")
                 continue
@@ -162,15 +157,6 @@ class QualityGateStep(Module):
     def _live(ctx: ModuleContext, run: DeployRun, group: str,
               previous: Optional[str]) -> Optional["LiveReference"]:
         """A head of another group that still serves PREVIOUS (not switched yet)."""
-        if previous is None:
-            return None
-        for other in ctx.inventory.serving_groups:
-            if other.name == group:
-                continue
-            head = run.group_head(other.name)
-            if head.name in run.restarting or other.name in run.not_serving \
-                    or other.name in run.in_maintenance:
-                continue
-            if _serves(run, head, previous):
-                return LiveReference(head, ctx.connection_for(head.name), previous)
-        return None
+        found = live_previous_head(ctx, run, group, previous)
+        return None if found is None or previous is None else \
+            LiveReference(found, ctx.connection_for(found.name), previous)

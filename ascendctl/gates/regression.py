@@ -1,0 +1,109 @@
+"""The regression gate: the candidate against the release it replaces on the same bench
+profile, in paired rounds (promotion/regression.py judges them).
+
+Side by side when another group's head still serves the previous release (a rolling
+deploy's first groups): each round runs both heads back to back, in ABBA order. Otherwise
+the candidate's rounds are paired with the figures the previous release gave on this
+profile when it was itself the candidate (its stored evidence). With neither, there is
+nothing to compare with: the candidate's figures are recorded as the baseline the next
+release is held to, and the gate passes, saying so.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict
+from typing import Any, Optional
+
+from ascendctl.gates.context import GateContext, GateResult, timeline
+from ascendctl.gates.head import GateHead, LoadRun
+from ascendctl.gates.profile import Profile, resolve_profile
+from ascendctl.promotion.regression import PairedRound, RoundFigures, compare, schedule
+
+NAME = "regression"
+
+
+def _round(head: GateHead, profile: Profile, limit_s: float, runs: list[LoadRun]
+           ) -> tuple[Optional[RoundFigures], Optional[str]]:
+    run = head.load(profile, limit_s)
+    runs.append(run)
+    if run.hung:
+        return None, f"{run.release} on {run.node}: the round did not finish in {limit_s:g} s"
+    if run.errors or run.figures is None:
+        first = next((r.get("error") for r in run.requests if r.get("error")), "no result")
+        return None, f"{run.release} on {run.node}: {run.errors} request(s) failed ({first})"
+    return RoundFigures.from_bench(run.figures), None
+
+
+def _stored_rounds(record: Optional[dict[str, Any]], profile: Profile
+                   ) -> Optional[list[RoundFigures]]:
+    if not record or record.get("profile_digest") != profile.digest:
+        return None
+    rows = (record.get("rounds_figures") or {}).get("candidate") or []
+    try:
+        return [RoundFigures(**{k: float(row[k]) for k in
+                                ("output_throughput", "p99_ttft_ms", "p99_tpot_ms")})
+                for row in rows]
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def run(ctx: GateContext) -> GateResult:
+    spec = ctx.spec
+    profile = resolve_profile(ctx.inv, spec)
+    limit = spec.profile.timeout_s
+    runs: list[LoadRun] = []
+    t0 = time.time()
+    previous_rounds: list[RoundFigures] = []
+    candidate_rounds: list[RoundFigures] = []
+    stored = None if ctx.live else _stored_rounds(ctx.stored(NAME), profile)
+    if ctx.live is not None:
+        mode = f"side by side with {ctx.live.name} (serving {ctx.previous})"
+    elif stored is not None:
+        mode = f"against {ctx.previous}'s stored figures on this profile"
+    else:
+        mode = "baseline"
+    ctx.say(f"regression: {spec.rounds} rounds of {profile.describe()}, {mode}")
+    problem = None
+    for index, order in enumerate(schedule(spec.rounds)):
+        for who in order:
+            if who == "previous" and ctx.live is None:
+                continue
+            head = ctx.candidate if who == "candidate" else ctx.live
+            assert head is not None
+            figures, problem = _round(head, profile, limit, runs)
+            if problem or figures is None:
+                break
+            (candidate_rounds if who == "candidate" else previous_rounds).append(figures)
+        if problem:
+            break
+        ctx.say(f"regression: round {index + 1}/{spec.rounds} done")
+    record: dict[str, Any] = {
+        "profile": profile.as_dict(), "profile_digest": profile.digest, "mode": mode,
+        "rounds_figures": {"previous": [asdict(f) for f in previous_rounds],
+                           "candidate": [asdict(f) for f in candidate_rounds]},
+        "requests": timeline(runs, t0)}
+    if problem:
+        return GateResult(NAME, False, f"could not measure: {problem}", record)
+    if stored is not None:
+        count = min(len(stored), len(candidate_rounds))
+        previous_rounds = stored[:count]
+        candidate_rounds = candidate_rounds[:count]
+    if not previous_rounds:
+        summary = (f"no figures of {ctx.previous or 'a previous release'} on this profile: "
+                   f"{ctx.release}'s {len(candidate_rounds)} rounds are recorded as the "
+                   f"baseline (median {_median_tps(candidate_rounds):.1f} output tok/s)")
+        return GateResult(NAME, True, summary, record)
+    try:
+        comparison = compare([PairedRound(p, c) for p, c in
+                              zip(previous_rounds, candidate_rounds)], spec)
+    except ValueError as err:
+        return GateResult(NAME, True, f"not compared ({err}): the candidate's rounds are "
+                                      "recorded as the baseline", record)
+    record["verdict"] = comparison.as_dict()
+    return GateResult(NAME, comparison.passed, f"{comparison.summary()} ({mode})", record)
+
+
+def _median_tps(rounds: list[RoundFigures]) -> float:
+    values = sorted(r.output_throughput for r in rounds)
+    return values[len(values) // 2] if values else 0.0
