@@ -275,7 +275,7 @@ class _Client:
             pass
         except TimeoutError:
             error = f"timed out after {self.timeout_s:g} s"
-        except (OSError, http.client.HTTPException, ValueError) as err:
+        except (OSError, http.client.HTTPException, ValueError, TypeError) as err:
             error = f"{type(err).__name__}: {err}"
         finally:
             conn.close()
@@ -319,7 +319,8 @@ class _Run:
     the deadlines: each request's timeout, the run's limit."""
 
     def __init__(self, client: _Client, concurrency: int,
-                 take: Callable[[int], Optional[Request]], total: Optional[int]):
+                 take: Callable[[int], Optional[Request]], total: Optional[int],
+                 issue_for_s: Optional[float] = None):
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         self.client = client
@@ -334,6 +335,8 @@ class _Run:
         self.closed = False
         self.hung = False
         self.t0 = time.perf_counter()
+        # run_for: nothing new starts after this
+        self.issue_until = math.inf if issue_for_s is None else self.t0 + issue_for_s
         self.last_end = self.t0
         self.ended: Optional[float] = None
         workers = concurrency if total is None else min(concurrency, max(total, 1))
@@ -345,6 +348,8 @@ class _Run:
             thread.start()
 
     def _more(self) -> bool:
+        if time.perf_counter() >= self.issue_until:
+            self.issuing = False
         return self.issuing and (self.total is None or self.next_i < self.total)
 
     def _worker(self) -> None:
@@ -389,15 +394,13 @@ class _Run:
                 self.alive -= 1
                 self.cond.notify_all()
 
-    def watch(self, limit_at: float, issue_until: Optional[float] = None,
-              on_tick: Optional[Callable[[], Any]] = None, tick_s: float = 0.0) -> None:
+    def watch(self, limit_at: float, on_tick: Optional[Callable[[], Any]] = None,
+              tick_s: float = 0.0) -> None:
         next_tick = self.t0 + tick_s if on_tick is not None and tick_s > 0 else math.inf
         try:
             while True:
                 with self.cond:
                     now = time.perf_counter()
-                    if issue_until is not None and now >= issue_until:
-                        self.issuing = False
                     if self.alive == 0 or (not self.inflight and not self._more()):
                         self.ended = self.last_end
                         return
@@ -410,8 +413,7 @@ class _Run:
                     wake = min([limit_at, next_tick] +
                                [s.deadline for s in self.inflight.values()
                                 if s.reason is None] +
-                               ([issue_until] if issue_until is not None and self.issuing
-                                else []))
+                               ([self.issue_until] if self.issuing else []))
                     self.cond.wait(max(0.0, min(wake - now, 1.0)) + 0.001)
                 if time.perf_counter() >= next_tick and on_tick is not None:
                     on_tick()
@@ -490,9 +492,8 @@ def run_for(port: int, api_key: Optional[str], make_request: Callable[[int], Req
     client = _Client(host, port, api_key, request_timeout_s, keep_text)
     limit = float(limit_s) if limit_s is not None else \
         float(duration_s) + float(request_timeout_s) + 5.0
-    run = _Run(client, concurrency, make_request, None)
-    run.watch(run.t0 + limit, issue_until=run.t0 + float(duration_s), on_tick=on_tick,
-              tick_s=float(tick_s))
+    run = _Run(client, concurrency, make_request, None, issue_for_s=float(duration_s))
+    run.watch(run.t0 + limit, on_tick=on_tick, tick_s=float(tick_s))
     return run.outcome(None)
 
 
