@@ -43,18 +43,31 @@ def _api_key(root: str, release: str) -> Optional[str]:
     return probe.read_api_key(os.path.join(_release_dir(root, release), layout.SECRETS_ENV))
 
 
-def vocab_size(model_dir: str) -> Optional[int]:
-    """config.json's vocab_size (or its text_config's, for a multimodal checkpoint)."""
+def _json(path: str) -> Any:
     try:
-        with open(os.path.join(model_dir, "config.json"), encoding="utf-8") as handle:
-            config = json.load(handle)
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
     except (OSError, ValueError):
         return None
-    for section in (config, config.get("text_config") or {}):
-        value = section.get("vocab_size") if isinstance(section, dict) else None
-        if isinstance(value, int) and value > 0:
-            return value
-    return None
+
+
+def vocab_size(model_dir: str) -> Optional[int]:
+    """The token ids a random prompt may use: the tokenizer's base vocabulary
+    (tokenizer.json), bounded by config.json's vocab_size (or its text_config's). The
+    model's embedding is often padded past the tokenizer: ids there are not tokens."""
+    sizes = []
+    config = _json(os.path.join(model_dir, "config.json"))
+    if isinstance(config, dict):
+        for section in (config, config.get("text_config") or {}):
+            value = section.get("vocab_size") if isinstance(section, dict) else None
+            if isinstance(value, int) and value > 0:
+                sizes.append(value)
+                break
+    tokenizer = _json(os.path.join(model_dir, "tokenizer.json"))
+    vocab = (tokenizer.get("model") or {}).get("vocab") if isinstance(tokenizer, dict) else None
+    if isinstance(vocab, (dict, list)) and vocab:
+        sizes.append(len(vocab))
+    return min(sizes) if sizes else None
 
 
 def op_locate(root: str, release: Optional[str] = None) -> dict[str, Any]:

@@ -79,7 +79,7 @@ def ascendctl(*args: str, timeout: float = 1500) -> subprocess.CompletedProcess:
 
 def write_inventory(state: dict, name: str, *, serving: dict | None = None,
                     deploy: dict | None = None, quality: dict | None = None,
-                    model_source: Path | None = None) -> Path:
+                    model_source: Path | None = None, promotion: dict | None = None) -> Path:
     data = yaml.safe_load(Path(state["lab"].inventory_path).read_text())
     vars_ = data["all"]["vars"]
     vars_["serving"].update(serving or {})
@@ -94,6 +94,8 @@ def write_inventory(state: dict, name: str, *, serving: dict | None = None,
         vars_["slo"]["quality"] = quality
     if model_source is not None:
         vars_["model"]["source"] = str(model_source)
+    if promotion is not None:
+        vars_["slo"]["promotion"] = promotion
     path = state["dir"] / f"{name}.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
@@ -271,8 +273,68 @@ def test_q3_a_wrong_expected_answer_fails_and_shows_what_came_back(state):
 
 # -- 1-6: the rolling deploy and the groups' gates -------------------------------------------
 
+# -- P: promotion on evidence (issue 23), at the lab's scale ----------------------------------
+
+TAIL_MAX_TOKENS = 8
+
+
+def clean_tail_prompts(state: dict) -> Path:
+    """The long tail's prompts: those of the agreement set whose greedy answer from release
+    A (its richest quality record on node0) the garbage detector passes. The tiny model's
+    random weights answer some prompts with undecodable bytes; with those in the tail a
+    2 % garbage fault would drown in a high base rate."""
+    from ascendctl.promotion.garbage import check_answer
+
+    listing = node_sh(state, "node0", f"ls {ROOT}/quality/{state['release_a']}/")
+    records = [json.loads(node_sh(state, "node0",
+                                  f"cat {ROOT}/quality/{state['release_a']}/{name}"))
+               for name in listing.split() if name.endswith(".json")]
+    richest = max(records, key=lambda r: len(r.get("prompts") or []))
+    source = {e["id"]: e for e in yaml.safe_load(state["agree_prompts"].read_text())}
+    entries = []
+    for answer in richest["prompts"]:
+        if answer.get("text") and check_answer(answer["text"]).ok and answer["id"] in source:
+            entry = {k: v for k, v in source[answer["id"]].items()
+                     if k in ("id", "prompt", "messages")}
+            entries.append({**entry, "max_tokens": TAIL_MAX_TOKENS})
+    assert len(entries) >= 4, f"only {len(entries)} clean answers in {richest['prompts']}"
+    path = state["dir"] / "tail.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in entries))
+    return path
+
+
+def lab_promotion(state: dict, **changes) -> dict:
+    """slo.promotion at the lab's scale: 5 paired rounds at 90 % confidence, the minimum
+    1 000-answer tail, a 60 s soak, an envelope sweep of 1..8; greedy production sampling
+    (the tiny model's answers are noise at temperature 1)."""
+    if "tail_prompts" not in state:
+        state["tail_prompts"] = clean_tail_prompts(state)
+    spec = {"rounds": 5, "confidence": 0.9, "long_tail_requests": 1000,
+            "soak_s": 60, "soak_sample_s": 5, "stall_s": 20,
+            "profile": {"input_len": 64, "output_len": 16, "concurrency": 4,
+                        "prompts_per_round": 16, "timeout_s": 120},
+            "envelope": {"enabled": True, "levels": [1, 2, 4, 8], "requests_per_slot": 2,
+                         "level_timeout_s": 30},
+            "sampling": {"temperature": 0}, "prompts": str(state["tail_prompts"])}
+    spec.update(changes)
+    return spec
+
+
+def promotion_records(state: dict, node: str, release: str) -> dict[str, dict]:
+    """The newest evidence record of each gate for RELEASE on NODE."""
+    listing = node_sh(state, node, f"ls {ROOT}/promotion/{release}/ 2>/dev/null || true")
+    out: dict[str, dict] = {}
+    for name in sorted(n for n in listing.split() if n.endswith(".json")):
+        record = json.loads(node_sh(state, node, f"cat {ROOT}/promotion/{release}/{name}"))
+        out[record["gate"]] = record
+    return out
+
+
 def test_a_rolling_deploy_under_a_stream_of_requests_fails_none(state):
-    inv_b = write_inventory(state, "b", serving={"max_num_seqs": 4})
+    # release B also carries slo.promotion: its canary (replica0) is gated on evidence
+    # (test P1 below reads what the gates measured)
+    inv_b = write_inventory(state, "b", serving={"max_num_seqs": 4},
+                            promotion=lab_promotion(state))
     # --check shows the order, one group at a time, and changes nothing
     check = ascendctl("deploy", "-i", str(inv_b), "--check", timeout=300)
     assert check.returncode == 0, check.stdout[-3000:] + check.stderr[-2000:]
@@ -314,6 +376,101 @@ def test_a_rolling_deploy_under_a_stream_of_requests_fails_none(state):
         [(g, node, "healthy") for g, node in GROUPS.items()]
     assert verdicts["proxy"]["state"].startswith("active")
     state["release_b"], state["inv_b"] = release_b, inv_b
+    state["deploy_b_events"] = report
+
+
+def admission_burst(state: dict, hold: int) -> tuple[list[int], tuple[int, float, str | None]]:
+    """HOLD long streamed completions through the gateway, held open, then one more: the
+    statuses of the held ones, and (status, seconds, Retry-After) of the extra one."""
+    import http.client
+    import threading
+
+    body = json.dumps({"model": "tiny", "prompt": "Once upon a time", "max_tokens": 160,
+                       "ignore_eos": True, "stream": True})
+    headers = {"Content-Type": "application/json", "x-api-key": state["api_key"]}
+    statuses: list[int] = []
+    lock = threading.Lock()
+
+    def held() -> None:
+        conn = http.client.HTTPConnection(state["proxy_host"], state["proxy_port"], timeout=300)
+        try:
+            conn.request("POST", "/v1/completions", body, headers)
+            response = conn.getresponse()
+            response.read()
+            with lock:
+                statuses.append(response.status)
+        except OSError as err:
+            with lock:
+                statuses.append(-1)
+            print(f"held request failed: {err}")
+        finally:
+            conn.close()
+
+    threads = [threading.Thread(target=held, daemon=True) for _ in range(hold)]
+    for thread in threads:
+        thread.start()
+    time.sleep(2.0)         # every held request is in flight at nginx (160 tokens: > 5 s)
+    conn = http.client.HTTPConnection(state["proxy_host"], state["proxy_port"], timeout=30)
+    started = time.monotonic()
+    conn.request("POST", "/v1/completions", body, headers)
+    response = conn.getresponse()
+    response.read()
+    extra = (response.status, time.monotonic() - started, response.getheader("Retry-After"))
+    conn.close()
+    for thread in threads:
+        thread.join(300)
+    return statuses, extra
+
+
+def test_p1_the_unchanged_release_passed_every_promotion_gate_and_the_gateway_admits_its_envelope(state):
+    """B changes nothing the model computes at the profile's concurrency: its canary passed
+    the regression (side by side with replica1 still on A), the long tail, the envelope
+    and the soak; replica1 went in on that evidence. The evidence (figures and pictures)
+    is beside B on node0 and shown by `history`; the gateway admits 90 % of the envelope
+    and answers past it at once."""
+    assert "release_b" in state, "needs release B"
+    release_b = state["release_b"]
+    records = promotion_records(state, "node0", release_b)
+    assert sorted(records) == ["envelope", "long_tail", "regression", "soak"], records.keys()
+    for gate, record in records.items():
+        print(f"\nP1 {gate}: {record['summary']}")
+        assert record["status"] == "pass", record["summary"]
+        assert record["node"] == "node0" and record["group"] == "replica0"
+        assert record["previous"] == state["release_a"]
+    regression = records["regression"]
+    assert regression["mode"].startswith("side by side with node1")
+    assert len(regression["rounds_figures"]["previous"]) == 5 == \
+        len(regression["rounds_figures"]["candidate"])
+    assert all(f["passed"] for f in regression["verdict"]["figures"])
+    tail = records["long_tail"]["counts"]
+    assert tail["candidate"]["requests"] == 1000 == tail["previous"]["requests"]
+    assert records["soak"]["verdict"]["node0"]["passed"]
+    assert len(records["soak"]["samples"]) >= 12           # 60 s at one sample per 5 s
+    envelope = records["envelope"]["envelope"]
+    assert envelope is not None and envelope >= 4
+    # replica1 was not measured again: it went in on replica0's evidence
+    assert promotion_records(state, "node1", release_b) == {}
+    # the pictures: one page per gate, beside the record
+    page = node_sh(state, "node0", f"cat {ROOT}/promotion/{release_b}/"
+                                   f"{records['regression']['stamp']}.html")
+    assert "<svg" in page and release_b in page and "http://" not in page
+    # history shows each gate's latest record for B
+    shown = json.dumps(history(state["inv_b"]))
+    for gate in records:
+        assert records[gate]["stamp"] in shown, gate
+    # the gateway: 90 % of the envelope per group, times the two groups
+    limit = int(0.9 * envelope * 2 + 1e-9)
+    from ascendctl.load import load_inventory
+    from ascendctl.render.proxy import site_path
+
+    site = node_sh(state, "node0", f"cat {site_path(load_inventory(state['inv_b']))}")
+    assert f"_admit {limit};" in site, site[:3000]
+    statuses, (status, seconds, retry_after) = admission_burst(state, limit)
+    print(f"\nP1 admission: envelope {envelope}, limit {limit}: the extra request got "
+          f"{status} after {seconds * 1000:.0f} ms (Retry-After {retry_after}); the held "
+          f"ones {sorted(set(statuses))}")
+    assert status == 503 and seconds < 1.0 and retry_after == "2"
+    assert statuses == [200] * limit                      # below the limit: no error
 
 
 def test_a_release_that_changes_nothing_the_model_computes_passes_the_gate(state):
@@ -643,3 +800,76 @@ def test_f3_a_stalled_engine_is_restarted_by_the_policy_within_the_probe_window(
     lab.heal("node1")
     seen = status_json(inv)
     assert seen["verdict"] == "healthy", seen["reasons"]
+
+
+# -- P2: a canary the gates refuse, each fault caught by the gate that measures it ------------
+
+STALL_AT = 6        # engine-stall: a request arriving with 6 in flight hangs
+
+
+def test_p2_a_throttled_garbling_leaking_stalling_canary_is_refused_by_its_gates(state):
+    """node0's next engine start meets four lab faults at once: a 60 % CPU quota, 2 % of
+    answers garbled, 8 MiB/s of leaked memory, and a stall at 6 requests in flight. With
+    fail_fast off every gate runs on the canary: the 16-prompt quality gate passes (the
+    garbling starts at the 50th answer), the regression refuses the throughput (side by
+    side with replica1 on B), the long tail refuses the garbage (against B's stored tail),
+    the envelope stays below the stall, the soak refuses the leak. The deploy exits 6
+    naming the gates and their figures; replica0 is back on B; replica1 was never touched;
+    a stream through the gateway saw no failure; the evidence is kept."""
+    assert "release_b" in state, "needs release B serving with its evidence"
+    lab, release_b = state["lab"], state["release_b"]
+    lab.heal("node0")
+    for kind, value in (("engine-slow", "60"), ("engine-garbage", "0.02"),
+                        ("engine-leak", "8"), ("engine-stall", str(STALL_AT))):
+        lab.fault("node0", kind, value)
+    inv = write_inventory(state, "p2", serving={"max_num_seqs": 6},
+                          promotion=lab_promotion(state, fail_fast=False))
+    since = time.time()
+    try:
+        with stream(state) as requests:
+            requests.wait_for(10, 60)
+            started = time.monotonic()
+            result, report = deploy(inv)
+            state["timings"]["deploy P2 (four gates on a faulty canary)"] = \
+                time.monotonic() - started
+            requests.wait_for(requests.result.sent + 10, 60)
+    finally:
+        lab.heal("node0")
+    counts = requests.result
+    summary = report["summary"]
+    print(f"\nP2: {counts.sent} requests, {counts.failed} failed; {summary}")
+    assert result.returncode == 6, summary + result.stderr[-3000:]
+    release = report["outcome"]["release_id"]
+    assert "promotion gate regression failed" in summary, summary
+    assert re.search(r"output_throughput: ratio 0\.\d+ .*FAIL", summary), summary
+    assert "promotion gate long_tail failed" in summary, summary
+    assert "promotion gate soak failed" in summary and "RSS" in summary, summary
+    assert "promotion gate envelope failed" not in summary, summary
+    assert (f"Serving group replica0 is back on {release_b} and serving; replica1 was not "
+            f"touched (still serving {release_b})") in summary
+    assert counts.failures == []
+    records = promotion_records(state, "node0", release)
+    assert sorted(records) == ["envelope", "long_tail", "regression", "soak"]
+    assert records["regression"]["mode"].startswith("side by side with node1")
+    ratio = next(f["ratio"] for f in records["regression"]["verdict"]["figures"]
+                 if f["figure"] == "output_throughput")
+    assert ratio < 0.97
+    tail = records["long_tail"]
+    assert tail["source"] == f"{release_b}'s stored evidence"
+    assert 10 <= tail["counts"]["candidate"]["failed"] <= 40, tail["counts"]
+    assert tail["counts"]["previous"]["failed"] <= 2, tail["counts"]
+    assert any("unprintable" in a["why"] or "repeated" in a["why"]
+               for a in tail["failing_answers"])
+    envelope = records["envelope"]["envelope"]
+    assert records["envelope"]["status"] == "pass" and envelope is not None
+    assert envelope < STALL_AT
+    hung = [level for level in records["envelope"]["levels"] if not level["held"]]
+    assert hung and "the run hung" in hung[0]["reasons"]
+    soak = records["soak"]["verdict"]["node0"]
+    assert not soak["passed"] and soak["rss_slope_mib_per_h"] > 512
+    # the quality gate passed before the promotion gates refused the release
+    releases = {r["id"]: r for r in history(inv)["releases"]}
+    assert releases[release]["status"] == "failed"
+    assert releases[release]["quality"]["status"] == "pass"
+    # replica1's engine was never stopped
+    assert engine_jobs(state, "node1", since) == []

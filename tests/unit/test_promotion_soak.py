@@ -13,7 +13,7 @@ from ascendctl.promotion.soak import (
     CRASH, GAP, HBM_GROWTH, RSS_GROWTH, SHORT, STALL, SoakSample, judge_soak, theil_sen,
 )
 
-SPEC = PromotionSpec()          # soak 3600 s, HBM 64 MiB/h, RSS 512 MiB/h, stall 60 s
+SPEC = PromotionSpec(soak_s=3600)   # HBM 64 MiB/h, RSS 512 MiB/h, stall 60 s (defaults)
 STEP_S = 5.0
 
 

@@ -58,22 +58,34 @@ def admitted_envelope(ctx: ModuleContext, run: DeployRun,
         if release is None:
             continue
         if release not in run.envelopes:
-            head = run.group_head(group.name)
-            try:
-                answer = call_node(ctx.connection_for(head.name), node=head.name,
-                                   python=inv.deploy.python, entry="promotion_node",
-                                   request={"op": "envelope", "kwargs": {
-                                       "root": inv.deploy.root, "release": release}},
-                                   timeout=60, become=ctx.become)
-            except NodeCallError as err:
-                raise ModuleError(f"the envelope of {release} on {head.name}: "
-                                  f"{err.reason}") from None
-            value = answer.get("envelope")
-            run.envelopes[release] = int(value) if isinstance(value, int) else None
+            run.envelopes[release] = stored_envelope(ctx, run, release)
         known = run.envelopes[release]
         if known is not None:
             found.append(known)
     return min(found) if found else None
+
+
+def stored_envelope(ctx: ModuleContext, run: DeployRun, release: str) -> Optional[int]:
+    """RELEASE's envelope as its gate stored it on the head of the group it was measured
+    on (the rollout's canary): each head of the run asked in turn."""
+    inv = ctx.inventory
+    for group in inv.serving_groups:
+        if group.name in run.in_maintenance:
+            continue
+        head = run.group_head(group.name)
+        try:
+            answer = call_node(ctx.connection_for(head.name), node=head.name,
+                               python=inv.deploy.python, entry="promotion_node",
+                               request={"op": "envelope", "kwargs": {
+                                   "root": inv.deploy.root, "release": release}},
+                               timeout=60, become=ctx.become)
+        except NodeCallError as err:
+            raise ModuleError(f"the envelope of {release} on {head.name}: {err.reason}") \
+                from None
+        value = answer.get("envelope")
+        if isinstance(value, int):
+            return value
+    return None
 
 
 def apply_site(ctx: ModuleContext, run: DeployRun, drained: AbstractSet[str]) -> dict[str, Any]:
