@@ -1,0 +1,1 @@
+"""Promotion gates: running them, their evidence records and pictures (docs/promotion.md)."""
