@@ -164,9 +164,10 @@ def history(
     as_json: bool = json_option(),
 ) -> None:
     """Release history, like `kubectl rollout history`: every release on the nodes, which
-    one is current, which failed and why."""
+    one is current, which failed and why, and each release's latest bench, quality gate
+    and promotion evidence (per gate, with where its record and pictures are kept)."""
     from ascendctl.console import get_console, print_json
-    from ascendctl.deploy.history import collect_history, history_table
+    from ascendctl.deploy.history import collect_history, history_table, promotion_table
     from ascendctl.load import load_inventory
 
     inv = load_inventory(inventory)
@@ -175,6 +176,9 @@ def history(
         print_json(data)
     else:
         get_console().print(history_table(data))
+        evidence = promotion_table(data)
+        if evidence is not None:
+            get_console().print(evidence)
     if data["unreachable"]:
         from ascendctl.exitcodes import Exit
 

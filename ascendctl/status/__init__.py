@@ -96,7 +96,8 @@ def judge(inv: Inventory, nodes: list[NodeStatus], raws: dict[str, Any]) -> Clus
                                   verdict=state, reasons=reasons,
                                   nodes=[n.name for n in members],
                                   serving=head.probe if head else None, supervisor=sup,
-                                  kv_transfer=kv_transfer(members) if inv.pd else None))
+                                  kv_transfer=kv_transfer(members) if inv.pd else None,
+                                  envelope=envelope_of(raws.get(view.head.name))))
     proxy = proxy_status(inv, nodes)
     state, reasons = service_verdict(inv, groups, proxy)
     unsafe = list(inv.unsafe_engine_options)
@@ -104,6 +105,13 @@ def judge(inv: Inventory, nodes: list[NodeStatus], raws: dict[str, Any]) -> Clus
                          nodes=nodes, serving=groups[0].serving,
                          supervisor=groups[0].supervisor, groups=groups, proxy=proxy,
                          unsafe_engine_options=unsafe, warnings=unsafe_warnings(unsafe))
+
+
+def envelope_of(raw_head: Optional[dict[str, Any]]) -> Optional[int]:
+    """The load envelope the head reports for the release it serves (promotion evidence)."""
+    value = (raw_head or {}).get("envelope")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 \
+        else None
 
 
 def kv_transfer(members: list[NodeStatus]) -> dict[str, Any]:

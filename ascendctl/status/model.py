@@ -132,6 +132,7 @@ class GroupStatus:
     serving: Optional[dict[str, Any]] = None
     supervisor: Optional[SupervisorStatus] = None
     kv_transfer: Optional[dict[str, Any]] = None    # a PD unit: KV decode took from prefill
+    envelope: Optional[int] = None     # the head's serving release's load envelope
 
 
 @dataclass

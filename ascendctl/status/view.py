@@ -135,6 +135,13 @@ def status_table(status: ClusterStatus):
         if group.supervisor is not None:
             prefix = f"recovery ({group.name}): " if replicated else "recovery: "
             parts.append(Text(prefix + _recovery(group.supervisor)))
+    for group in status.groups:
+        if group.envelope is not None:
+            head = next((n for n in status.nodes if n.name == group.head), None)
+            release = f" of {head.release}" if head is not None and head.release else ""
+            prefix = f"envelope ({group.name}): " if replicated else "envelope: "
+            parts.append(Text(f"{prefix}{group.envelope} requests at once (the load envelope"
+                              f"{release}, measured on {group.head})"))
     if status.proxy is not None:
         parts.append(Text(f"proxy: nginx on {status.proxy.node}:{status.proxy.port} "
                           f"{status.proxy.state or 'unreachable'}"))

@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Optional
 
 from ascendctl_runtime import engine_state as es
-from ascendctl_runtime import healthstore, layout, maintenance, probe
+from ascendctl_runtime import healthstore, layout, maintenance, probe, promotion_store
 
 NPU_SMI = "npu-smi"
 FAULT_EVENTS_SHOWN = 10
@@ -132,7 +132,18 @@ def op_status(root: str, engine_units: list[str], side_units: list[str], ports: 
         result["supervisor_age_s"] = healthstore.file_age_s(path)
         hold = healthstore.read_hold(root)
         result["hold"] = hold.to_dict() if hold else None
+        result["envelope"] = serving_envelope(root, current)
     return result
+
+
+def serving_envelope(root: str, current: Optional[str]) -> Optional[int]:
+    """The load envelope of the serving release (its newest passing envelope evidence)."""
+    if current is None:
+        return None
+    try:
+        return promotion_store.envelope_of(root, current)
+    except (OSError, ValueError):
+        return None
 
 
 def op_events(root: str, tail: int = 200) -> dict[str, Any]:

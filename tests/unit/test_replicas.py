@@ -207,6 +207,36 @@ def test_the_service_is_healthy_only_when_every_group_is(two_groups):
     assert [g["verdict"] for g in data["groups"]] == ["healthy", "healthy"]
 
 
+def test_each_groups_envelope_is_the_one_its_head_reports(two_groups, tmp_path):
+    from rich.console import Console
+
+    from ascendctl.status.view import status_table
+    from ascendctl_runtime import promotion_store
+    from ascendctl_runtime.status_node import serving_envelope
+
+    # the head's status answer: its serving release's newest passing envelope evidence
+    root = tmp_path / "root"
+    (root / "releases" / "r-1").mkdir(parents=True)
+    for stamp, status, value in (("20261129T100000Z-0001", "pass", 16),
+                                 ("20261129T110000Z-0002", "fail", 64)):
+        promotion_store.store(str(root), "r-1", stamp, {"gate": "envelope", "status": status,
+                                                        "envelope": value}, None, {})
+    assert serving_envelope(str(root), "r-1") == 16
+    assert serving_envelope(str(root), None) is None
+    assert serving_envelope(str(root), "../bad") is None            # never fails the status
+    answers = healthy_raws()
+    answers["n1"]["envelope"] = serving_envelope(str(root), "r-1")
+    answers["n0"]["envelope"] = True                                # not a number: none
+    status = judge(two_groups, statuses(two_groups, answers), answers)
+    assert [g.envelope for g in status.groups] == [None, 16]
+    assert [g["envelope"] for g in status.to_dict()["groups"]] == [None, 16]
+    console = Console(record=True, width=200, color_system=None)
+    console.print(status_table(status))
+    lines = [line for line in console.export_text().splitlines() if line.startswith("envelope")]
+    assert lines == ["envelope (g1): 16 requests at once (the load envelope of r-1, measured "
+                     "on n1)"]
+
+
 def test_one_group_down_degrades_the_service_and_names_the_group(two_groups):
     answers = healthy_raws()
     answers["n1"]["probe"] = {"ok": False, "seconds": 5.0, "error": "timed out"}
