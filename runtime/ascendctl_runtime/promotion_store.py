@@ -147,6 +147,20 @@ def list_records(root: str, per_release: int = 5, latest_per_gate: bool = False
     return {"records": records}
 
 
+def latest_record(root: str, release: str, gate: str, passed_only: bool = True
+                  ) -> Optional[dict[str, Any]]:
+    """RELEASE's newest record of GATE (only a passing one with PASSED_ONLY), whole."""
+    directory = _promotion_dir(root, release)
+    for stamp in reversed(_stamps(directory)):
+        record = _load(os.path.join(directory, f"{stamp}.json"))
+        if record is None or record.get("gate") != gate:
+            continue
+        if passed_only and record.get("status") != "pass":
+            continue
+        return record
+    return None
+
+
 def envelope_of(root: str, release: str) -> Optional[int]:
     """The envelope of RELEASE's newest passing envelope record, or None."""
     directory = _promotion_dir(root, release)
