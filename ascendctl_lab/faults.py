@@ -125,7 +125,8 @@ FAULT_KINDS: dict[str, str] = {
 # The engine's faults: kind -> one-line description, as FAULT_KINDS. Each acts from the
 # engine's next start on that node (a deploy that starts it, a restart), never on the
 # running one, and `lab heal` clears it for the start after (engine_faults.py, docs/lab.md).
-_NEXT_START = "; from the engine's next start (heal: from the start after)"
+_NEXT_START = ("; acts from the engine's next start; after `lab heal` the running engine "
+               "keeps it until it restarts")
 ENGINE_FAULT_KINDS: dict[str, str] = {
     "engine-slow": "the engine's processes together get [VALUE=25] % of one CPU (a CPU "
                    "quota: stopped while over it)" + _NEXT_START,
