@@ -1,15 +1,22 @@
 """Fault injection: each kind puts a node in a state that the real commands show exactly
 as on real hardware (`npu-smi`, `hccn_tool`, `ip`, `df`, `ssh`, `date`, `lspci`, version
-files); `heal` returns the node to its provisioned baseline."""
+files); `heal` returns the node to its provisioned baseline. The engine kinds
+(ENGINE_FAULT_KINDS) act on the serving engine from its next start instead
+(ascendctl_lab/engine_faults.py, the node's side)."""
 
 from __future__ import annotations
 
 import ipaddress
 import json
+import math
+import os
 import time
+from fractions import Fraction
+from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from ascendctl.errors import InputError
+from ascendctl_lab import engine_faults as node_engine
 from ascendctl_lab import network as net
 from ascendctl_lab.provision import hccn_conf
 from ascendctl_lab.sim import state as sim_state
@@ -115,6 +122,27 @@ FAULT_KINDS: dict[str, str] = {
                         "[disabled] in `lspci -v`",
 }
 
+# The engine's faults: kind -> one-line description, as FAULT_KINDS. Each acts from the
+# engine's next start on that node (a deploy that starts it, a restart), never on the
+# running one, and `lab heal` clears it for the start after (engine_faults.py, docs/lab.md).
+_NEXT_START = ("; acts from the engine's next start; after `lab heal` the running engine "
+               "keeps it until it restarts")
+ENGINE_FAULT_KINDS: dict[str, str] = {
+    "engine-slow": "the engine's processes together get [VALUE=25] % of one CPU (a CPU "
+                   "quota: stopped while over it)" + _NEXT_START,
+    "engine-garbage": "a fraction [VALUE=0.02, at most 0.5] of the completions has garbage "
+                      "text (every 50th since the API server started at 0.02; streamed "
+                      "too)" + _NEXT_START,
+    "engine-leak": "a thread of the API server allocates and keeps [VALUE=8] MiB/s of host "
+                   "memory, up to 4 GiB" + _NEXT_START,
+    "engine-stall": "a completion arriving while [VALUE=4] or more are served hangs until "
+                    "its client goes away (503 after 600 s); 1-token probes pass" + _NEXT_START,
+}
+ENGINE_SLOW_PERCENT, ENGINE_GARBAGE_FRACTION, ENGINE_LEAK_MIB_S, ENGINE_STALL_IN_FLIGHT = (
+    25, "0.02", 8.0, 4)
+ENGINE_LEAK_MAX_MIB_S = 1024.0
+ENGINE_STALL_MAX = 4096
+
 FIRMWARE_OLD = {"Version": "6.4.0.4.220", "firmware_version": "1.0",
                 "package_version": "23.0.3", "compatible_version_drv": "[23.0,23.0.]"}
 TOOLKIT_OLD = {"package_name": "Ascend-cann-toolkit", "version": "8.0.RC1",
@@ -141,6 +169,60 @@ def _int(value: str | None, default: int, what: str, low: int = 0, high: int = 1
     if not low <= number <= high:
         raise InputError(f"{what}: must be between {low} and {high}", field="VALUE")
     return number
+
+
+def engine_fault_params(kind: str, value: str | None) -> dict:
+    """The parameters of engine fault KIND from VALUE (its default when None), as the
+    node's engine_faults module reads them; InputError (field VALUE) when out of range."""
+    if kind == "engine-slow":
+        return {"cpu_percent": _int(value, ENGINE_SLOW_PERCENT, kind, 1,
+                                    100 * (os.cpu_count() or 1))}
+    if kind == "engine-garbage":
+        text = (value if value is not None else ENGINE_GARBAGE_FRACTION).strip()
+        try:
+            fraction = Fraction(text)
+        except (ValueError, ZeroDivisionError):
+            raise InputError(f"{kind}: expected a fraction like 0.02, got {value!r}",
+                             field="VALUE") from None
+        if not 0 < fraction <= Fraction(1, 2):
+            raise InputError(f"{kind}: the fraction must be above 0 and at most 0.5, got "
+                             f"{value!r}", field="VALUE")
+        return {"fraction": text}
+    if kind == "engine-leak":
+        try:
+            rate = float(value) if value is not None else ENGINE_LEAK_MIB_S
+        except ValueError:
+            raise InputError(f"{kind}: expected MiB per second (a number), got {value!r}",
+                             field="VALUE") from None
+        if not math.isfinite(rate) or not 0 < rate <= ENGINE_LEAK_MAX_MIB_S:
+            raise InputError(f"{kind}: MiB per second must be above 0 and at most "
+                             f"{ENGINE_LEAK_MAX_MIB_S:g}, got {value!r}", field="VALUE")
+        return {"mib_per_s": rate}
+    if kind == "engine-stall":
+        return {"in_flight": _int(value, ENGINE_STALL_IN_FLIGHT, kind, 1, ENGINE_STALL_MAX)}
+    raise InputError(f"{kind!r} is not an engine fault; engine faults: "
+                     f"{', '.join(ENGINE_FAULT_KINDS)}", field="KIND")
+
+
+def _inject_engine_fault(lab: Lab, node: str, kind: str, params: dict) -> str:
+    """The node's module in place, the kind merged into its fault file and the
+    sitecustomize block added: the engine's next start acts on it."""
+    source = Path(node_engine.__file__).read_text()
+    lab.exec(node, ["sh", "-c", 'mkdir -p "$1" && cat > "$2.new" && mv "$2.new" "$2"',
+                    "engine-fault", node_engine.NODE_DIR, node_engine.NODE_MODULE],
+             input=source)
+    lab.exec(node, ["python3", "-I", "-S", node_engine.NODE_MODULE, "add", kind,
+                    json.dumps(params)])
+    shown = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in params.items())
+    return (f"{node}: {kind} ({shown}) from the engine's next start; a running engine "
+            f"keeps what it started with")
+
+
+def _heal_engine_faults(lab: Lab, node: str) -> None:
+    module = node_engine.NODE_MODULE
+    lab.exec(node, ["sh", "-c", f"if [ -f {module} ]; then python3 -I -S {module} uninstall; "
+                                f"fi; rm -rf {node_engine.NODE_DIR}; "
+                                f"rm -f {node_engine.FAULT_FILE}"])
 
 
 def _read_state(lab: Lab, node: str) -> dict:
@@ -282,9 +364,10 @@ def _link_event(state: dict, port: int, up: bool) -> None:
 
 
 def inject(lab: Lab, node: str, kind: str, value: str | None = None) -> str:
-    if kind not in FAULT_KINDS:
-        raise InputError(f"unknown fault kind {kind!r}; kinds: {', '.join(FAULT_KINDS)}",
-                         field="KIND")
+    if kind not in FAULT_KINDS and kind not in ENGINE_FAULT_KINDS:
+        raise InputError(f"unknown fault kind {kind!r}; kinds: "
+                         f"{', '.join([*FAULT_KINDS, *ENGINE_FAULT_KINDS])}", field="KIND")
+    engine_params = engine_fault_params(kind, value) if kind in ENGINE_FAULT_KINDS else None
     target = lab.node(node)
     npus = lab.npus_per_node
     if kind == "power-off":
@@ -292,6 +375,8 @@ def inject(lab: Lab, node: str, kind: str, value: str | None = None) -> str:
         return f"{node} powered off"
     if not target.running:
         raise InputError(f"{node} is powered off; `lab heal {node}` first", field="NODE")
+    if engine_params is not None:
+        return _inject_engine_fault(lab, node, kind, engine_params)
     state = _read_state(lab, node)
     netns = target.netns
     port = 0                     # only the per-port kinds below use it (from VALUE)
@@ -391,6 +476,7 @@ def heal(lab: Lab, node: str) -> None:
     if not target.running:
         lab.power_on(node)
         target = lab.node(node)
+    _heal_engine_faults(lab, node)
     baseline = json.loads((target.upper.parent / "baseline-state.json").read_text())
     current = _read_state(lab, node)
     for stopped in current.get("stopped", []):
@@ -453,8 +539,9 @@ def _link_up(netns: str, port: int) -> bool:
 
 
 def describe() -> str:
-    width = max(len(k) for k in FAULT_KINDS)
-    return "\n".join(f"  {k:<{width}}  {v}" for k, v in FAULT_KINDS.items())
+    kinds = {**FAULT_KINDS, **ENGINE_FAULT_KINDS}
+    width = max(len(k) for k in kinds)
+    return "\n".join(f"  {k:<{width}}  {v}" for k, v in kinds.items())
 
 
 # Kinds whose VALUE is an NPU or port number (default 0), and kinds that take no VALUE.
@@ -464,4 +551,4 @@ PER_UNIT_KINDS = ("npu-unhealthy", "chip-alarm", "ecc-singlebit", "ecc-multibit"
                   "netdetect-missing")
 NO_VALUE_KINDS = ("plog-error", "engine-hang")
 
-__all__ = ["FAULT_KINDS", "inject", "heal", "describe"]
+__all__ = ["FAULT_KINDS", "ENGINE_FAULT_KINDS", "inject", "heal", "describe"]
