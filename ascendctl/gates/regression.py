@@ -1,7 +1,8 @@
 """The regression gate: the candidate against the release it replaces on the same bench
 profile, in paired rounds (promotion/regression.py judges them).
 
-Side by side when another group's head still serves the previous release (a rolling
+Each head first runs one round that is not counted (a fresh engine's first requests
+measure its start-up, not the release). Side by side when another group's head still serves the previous release (a rolling
 deploy's first groups): each round runs both heads back to back, in ABBA order. Otherwise
 the candidate's rounds are paired with the figures the previous release gave on this
 profile when it was itself the candidate (its stored evidence). With neither, there is
@@ -65,6 +66,15 @@ def run(ctx: GateContext) -> GateResult:
         mode = "baseline"
     ctx.say(f"regression: {spec.rounds} rounds of {profile.describe()}, {mode}")
     problem = None
+    # one round on each head first, not counted: a freshly started engine meets the
+    # profile's shapes for the first time (graph capture, allocator, caches), the serving
+    # one did long ago; its first round would measure the start, not the release
+    for warming in [ctx.candidate] + ([ctx.live] if ctx.live else []):
+        _figures, problem = _round(warming, profile, limit, [])
+        if problem:
+            return GateResult(NAME, False, f"could not measure: {problem}",
+                              {"profile": profile.as_dict(), "mode": mode})
+    ctx.say("regression: warmed up (one uncounted round on each head)")
     for index, order in enumerate(schedule(spec.rounds)):
         for who in order:
             if who == "previous" and ctx.live is None:

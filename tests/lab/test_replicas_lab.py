@@ -275,42 +275,60 @@ def test_q3_a_wrong_expected_answer_fails_and_shows_what_came_back(state):
 
 # -- P: promotion on evidence (issue 23), at the lab's scale ----------------------------------
 
-TAIL_MAX_TOKENS = 8
+TAIL_MAX_TOKENS = 4
+
+
+TAIL_WORDS = ("river mountain forest ocean city garden window winter summer music "
+              "science history planet engine market bridge island desert village castle "
+              "doctor teacher farmer sailor pilot painter writer dancer singer builder "
+              "apple bread cheese honey lemon pepper rice salt sugar tea coffee water "
+              "horse tiger eagle whale snake mouse rabbit wolf bear fox owl swan "
+              "train ship plane road tower church school library station harbour "
+              "storm cloud rain snow wind sun moon star stone sand glass paper "
+              "silver gold iron copper wood cotton wool silk leather clay").split()
 
 
 def clean_tail_prompts(state: dict) -> Path:
-    """The long tail's prompts: those of the agreement set whose greedy answer from release
-    A (its richest quality record on node0) the garbage detector passes. The tiny model's
-    random weights answer some prompts with undecodable bytes; with those in the tail a
-    2 % garbage fault would drown in a high base rate."""
+    """The long tail's prompts: among short prompts, those whose greedy 4-token answer
+    from the serving release the garbage detector passes (asked through the gateway).
+    The tiny model's random weights answer most prompts with bytes that do not decode
+    (U+FFFD): with those in the tail a 2 % garbage fault would drown in its base rate."""
+    import http.client
+
     from ascendctl.promotion.garbage import check_answer
 
-    listing = node_sh(state, "node0", f"ls {ROOT}/quality/{state['release_a']}/")
-    records = [json.loads(node_sh(state, "node0",
-                                  f"cat {ROOT}/quality/{state['release_a']}/{name}"))
-               for name in listing.split() if name.endswith(".json")]
-    richest = max(records, key=lambda r: len(r.get("prompts") or []))
-    source = {e["id"]: e for e in yaml.safe_load(state["agree_prompts"].read_text())}
     entries = []
-    for answer in richest["prompts"]:
-        if answer.get("text") and check_answer(answer["text"]).ok and answer["id"] in source:
-            entry = {k: v for k, v in source[answer["id"]].items()
-                     if k in ("id", "prompt", "messages")}
-            entries.append({**entry, "max_tokens": TAIL_MAX_TOKENS})
-    assert len(entries) >= 4, f"only {len(entries)} clean answers in {richest['prompts']}"
+    for word in TAIL_WORDS:
+        prompt = f"Tell me about the {word}"
+        conn = http.client.HTTPConnection(state["proxy_host"], state["proxy_port"], timeout=60)
+        conn.request("POST", "/v1/completions", json.dumps(
+            {"model": "tiny", "prompt": prompt, "max_tokens": TAIL_MAX_TOKENS,
+             "temperature": 0}), {"Content-Type": "application/json",
+                                  "x-api-key": state["api_key"]})
+        response = conn.getresponse()
+        answer = json.loads(response.read())
+        conn.close()
+        assert response.status == 200, answer
+        if check_answer(answer["choices"][0]["text"]).ok:
+            entries.append({"id": word, "prompt": prompt, "max_tokens": TAIL_MAX_TOKENS})
+    print(f"\nlong-tail prompts: {len(entries)} of {len(TAIL_WORDS)} answered cleanly")
+    assert len(entries) >= 4, f"only {len(entries)} clean answers"
     path = state["dir"] / "tail.jsonl"
     path.write_text("".join(json.dumps(e) + "\n" for e in entries))
     return path
 
 
 def lab_promotion(state: dict, **changes) -> dict:
-    """slo.promotion at the lab's scale: 5 paired rounds at 90 % confidence, the minimum
+    """slo.promotion at the lab's scale: 9 paired rounds at 99 % confidence, the minimum
     1 000-answer tail, a 60 s soak, an envelope sweep of 1..8; greedy production sampling
-    (the tiny model's answers are noise at temperature 1)."""
+    (the tiny model's answers are noise at temperature 1) over prompts it answers cleanly."""
     if "tail_prompts" not in state:
         state["tail_prompts"] = clean_tail_prompts(state)
-    spec = {"rounds": 5, "confidence": 0.9, "long_tail_requests": 1000,
+    spec = {"rounds": 9, "confidence": 0.99, "long_tail_requests": 1000,
             "soak_s": 60, "soak_sample_s": 5, "stall_s": 20,
+            # over one minute an engine's allocator settling is a steep hourly slope; the
+            # leak fault (8 MiB/s) is 28 800 MiB/h
+            "max_rss_growth_mib_per_h": 4096,
             "profile": {"input_len": 64, "output_len": 16, "concurrency": 4,
                         "prompts_per_round": 16, "timeout_s": 120},
             "envelope": {"enabled": True, "levels": [1, 2, 4, 8], "requests_per_slot": 2,
@@ -439,7 +457,7 @@ def test_p1_the_unchanged_release_passed_every_promotion_gate_and_the_gateway_ad
         assert record["previous"] == state["release_a"]
     regression = records["regression"]
     assert regression["mode"].startswith("side by side with node1")
-    assert len(regression["rounds_figures"]["previous"]) == 5 == \
+    assert len(regression["rounds_figures"]["previous"]) == 9 == \
         len(regression["rounds_figures"]["candidate"])
     assert all(f["passed"] for f in regression["verdict"]["figures"])
     tail = records["long_tail"]["counts"]
@@ -866,7 +884,7 @@ def test_p2_a_throttled_garbling_leaking_stalling_canary_is_refused_by_its_gates
     hung = [level for level in records["envelope"]["levels"] if not level["held"]]
     assert hung and "the run hung" in hung[0]["reasons"]
     soak = records["soak"]["verdict"]["node0"]
-    assert not soak["passed"] and soak["rss_slope_mib_per_h"] > 512
+    assert not soak["passed"] and soak["rss_slope_mib_per_h"] > 4096
     # the quality gate passed before the promotion gates refused the release
     releases = {r["id"]: r for r in history(inv)["releases"]}
     assert releases[release]["status"] == "failed"
