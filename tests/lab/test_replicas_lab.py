@@ -325,6 +325,14 @@ def lab_promotion(state: dict, **changes) -> dict:
     if "tail_prompts" not in state:
         state["tail_prompts"] = clean_tail_prompts(state)
     spec = {"rounds": 9, "confidence": 0.99, "long_tail_requests": 1000,
+            # the lab's two groups are not equal machines: replica0's node also carries the
+            # gateway, and during a deploy the controller, the stream and the fault monitors
+            # share the two cores with both engines. Side by side in steady state an
+            # unchanged release measures 0.83-1.18 (bench/bench_promotion_noise.py, 10 of
+            # 10 passed at the defaults); a deploy's fresh canary measured 0.71 twice. The
+            # lab tolerates that; the throttled canary of test P2 (40 % of a core) is far
+            # below it.
+            "throughput_ratio": 0.6, "p99_ratio": 2.0,
             "soak_s": 60, "soak_sample_s": 5, "stall_s": 20,
             # over one minute an engine's allocator settling is a steep hourly slope; the
             # leak fault (8 MiB/s) is 28 800 MiB/h
@@ -828,7 +836,7 @@ STALL_AT = 6        # engine-stall: a request arriving with 6 in flight hangs
 
 
 def test_p2_a_throttled_garbling_leaking_stalling_canary_is_refused_by_its_gates(state):
-    """node0's next engine start meets four lab faults at once: a 60 % CPU quota, 2 % of
+    """node0's next engine start meets four lab faults at once: a 40 % CPU quota, 2 % of
     answers garbled, 8 MiB/s of leaked memory, and a stall at 6 requests in flight. With
     fail_fast off every gate runs on the canary: the 16-prompt quality gate passes (the
     garbling starts at the 50th answer), the regression refuses the throughput (side by
@@ -839,7 +847,7 @@ def test_p2_a_throttled_garbling_leaking_stalling_canary_is_refused_by_its_gates
     assert "release_b" in state, "needs release B serving with its evidence"
     lab, release_b = state["lab"], state["release_b"]
     lab.heal("node0")
-    for kind, value in (("engine-slow", "60"), ("engine-garbage", "0.02"),
+    for kind, value in (("engine-slow", "40"), ("engine-garbage", "0.02"),
                         ("engine-leak", "8"), ("engine-stall", str(STALL_AT))):
         lab.fault("node0", kind, value)
     inv = write_inventory(state, "p2", serving={"max_num_seqs": 5},
@@ -873,7 +881,7 @@ def test_p2_a_throttled_garbling_leaking_stalling_canary_is_refused_by_its_gates
     assert records["regression"]["mode"].startswith("side by side with node1")
     ratio = next(f["ratio"] for f in records["regression"]["verdict"]["figures"]
                  if f["figure"] == "output_throughput")
-    assert ratio < 0.97
+    assert ratio < 0.6
     tail = records["long_tail"]
     assert tail["source"] == f"{release_b}'s stored evidence"
     assert 10 <= tail["counts"]["candidate"]["failed"] <= 40, tail["counts"]
