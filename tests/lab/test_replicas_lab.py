@@ -39,6 +39,12 @@ F. hardware faults and maintenance (docs/faults.md), on the same deployment (eve
    3. a SIGSTOPped engine on node1 is restarted by the policy within the supervisor's
       probe window.
 
+P. promotion on evidence (issue 23): release B (test 1) carries slo.promotion at the lab's
+   scale; its canary passed the regression (side by side with replica1 on A), a 1 000-answer
+   long tail, the envelope sweep and a 60 s soak, and replica1 went in on that evidence;
+   the evidence is beside B on node0 and in `history`; the gateway admits 90 % of the
+   envelope and answers past it with 503 and Retry-After at once.
+
 Two engines at most (one per group). Run under the machine's engine slot:
 `flock /run/lock/ascendctl-engine-slot .venv/bin/pytest tests/lab/test_replicas_lab.py`.
 """
