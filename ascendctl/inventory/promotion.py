@@ -23,8 +23,8 @@ from typing import Literal, Optional
 
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
-from ascendctl.inventory.model import Section, _safe_path
-from ascendctl.inventory.prompts import PromptSet, load_prompt_file
+from ascendctl.inventory.model import Section
+from ascendctl.inventory.prompts import PromptSet, load_prompt_file, prompt_file_path
 
 # throughput, p99 TTFT and p99 TPOT are compared at once: each gets a third of the error
 COMPARED_FIGURES = 3
@@ -128,16 +128,10 @@ class PromotionSpec(Section):
     @field_validator("prompts")
     @classmethod
     def _prompt_path(cls, value: Optional[str]) -> Optional[str]:
-        if value is None:
-            return None
-        _safe_path(value)
-        expanded = os.path.expanduser(value)
-        if not os.path.isabs(expanded):
-            raise ValueError("give an absolute path (or ~/...): a relative one would "
-                             "depend on the directory ascendctl runs in")
-        if not os.path.isfile(expanded):
-            raise ValueError(f"prompt set {expanded} does not exist on this machine")
-        return os.path.normpath(expanded)
+        path = prompt_file_path(value)
+        if path is not None and not os.path.isfile(path):
+            raise ValueError(f"prompt set {path} does not exist on this machine")
+        return path
 
     def prompt_set(self) -> Optional[PromptSet]:
         """The long tail's own prompts (read and checked once), or None: the quality

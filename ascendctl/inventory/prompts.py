@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -164,6 +165,21 @@ def check_token_limits(prompt_set: PromptSet, default_max_tokens: int, max_model
 
 
 # -- reading ----------------------------------------------------------------------------------
+
+def prompt_file_path(value: Optional[str]) -> Optional[str]:
+    """A prompt file named in the inventory: a safe path (model._safe_path's rules),
+    absolute (or ~/...), normalised."""
+    if value is None:
+        return None
+    from ascendctl.inventory import validators
+
+    validators.path(value)
+    expanded = os.path.expanduser(value)
+    if not os.path.isabs(expanded):
+        raise ValueError("give an absolute path (or ~/...): a relative one would "
+                         "depend on the directory ascendctl runs in")
+    return os.path.normpath(expanded)
+
 
 def load_prompt_file(path: Union[str, Path], *, require_expectations: bool) -> PromptSet:
     """Read and validate a prompt set (.yaml/.yml: a list of entries; .jsonl: one JSON

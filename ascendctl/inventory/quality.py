@@ -21,9 +21,10 @@ from typing import Any, Callable, Mapping, Optional
 
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
-from ascendctl.inventory.model import Section, _safe_path
+from ascendctl.inventory.model import Section
 from ascendctl.inventory.prompts import (
     MAX_TOKENS_LIMIT, PromptSet, builtin_prompt_set, check_token_limits, load_prompt_file,
+    prompt_file_path,
 )
 
 DEFAULT_MIN_AGREEMENT = 0.9
@@ -45,14 +46,7 @@ class QualitySpec(Section):
     @field_validator("prompts")
     @classmethod
     def _prompt_path(cls, value: Optional[str]) -> Optional[str]:
-        if value is None:
-            return None
-        _safe_path(value)
-        expanded = os.path.expanduser(value)
-        if not os.path.isabs(expanded):
-            raise ValueError("give an absolute path (or ~/...): a relative one would "
-                             "depend on the directory ascendctl runs in")
-        return os.path.normpath(expanded)
+        return prompt_file_path(value)
 
     @model_validator(mode="after")
     def _mode(self) -> "QualitySpec":

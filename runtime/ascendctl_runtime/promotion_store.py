@@ -27,6 +27,7 @@ import shutil
 from typing import Any, Optional
 
 from ascendctl_runtime import layout
+from ascendctl_runtime.healthstore import read_json
 from ascendctl_runtime.nodeutil import answer_call, write_atomic
 
 STAMP_RE = re.compile(r"^[0-9]{8}T[0-9]{6}Z(-[0-9a-f]{4})?$")
@@ -60,15 +61,6 @@ def _stamps(directory: str) -> list[str]:
     except OSError:
         return []
     return sorted(n[:-5] for n in names if n.endswith(".json") and STAMP_RE.fullmatch(n[:-5]))
-
-
-def _load(path: str) -> Optional[dict[str, Any]]:
-    try:
-        with open(path, encoding="utf-8") as handle:
-            record = json.load(handle)
-    except (OSError, ValueError):
-        return None
-    return record if isinstance(record, dict) else None
 
 
 def store(root: str, release: str, stamp: str, record: dict[str, Any], html: Optional[str],
@@ -132,7 +124,7 @@ def list_records(root: str, per_release: int = 5, latest_per_gate: bool = False
         gates: set[Any] = set()
         for stamp in reversed(_stamps(directory)):
             path = os.path.join(directory, f"{stamp}.json")
-            record = _load(path)
+            record = read_json(path)
             if record is None:
                 continue
             if latest_per_gate:
@@ -152,7 +144,7 @@ def latest_record(root: str, release: str, gate: str, passed_only: bool = True
     """RELEASE's newest record of GATE (only a passing one with PASSED_ONLY), whole."""
     directory = _promotion_dir(root, release)
     for stamp in reversed(_stamps(directory)):
-        record = _load(os.path.join(directory, f"{stamp}.json"))
+        record = read_json(os.path.join(directory, f"{stamp}.json"))
         if record is None or record.get("gate") != gate:
             continue
         if passed_only and record.get("status") != "pass":
@@ -165,7 +157,7 @@ def envelope_of(root: str, release: str) -> Optional[int]:
     """The envelope of RELEASE's newest passing envelope record, or None."""
     directory = _promotion_dir(root, release)
     for stamp in reversed(_stamps(directory)):
-        record = _load(os.path.join(directory, f"{stamp}.json"))
+        record = read_json(os.path.join(directory, f"{stamp}.json"))
         if record is None or record.get("gate") != "envelope" or record.get("status") != "pass":
             continue
         value = record.get("envelope")
