@@ -46,10 +46,6 @@ class PromotionRun:
         return all(r.result.passed for r in self.results)
 
     @property
-    def failed(self) -> Optional[StoredResult]:
-        return next((r for r in self.results if not r.result.passed), None)
-
-    @property
     def envelope(self) -> Optional[int]:
         return next((r.result.envelope for r in self.results
                      if r.result.gate == envelope.NAME and r.result.passed), None)

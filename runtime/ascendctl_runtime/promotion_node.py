@@ -15,8 +15,9 @@ Operations (each one JSON call, one JSON answer; shipped by ascendctl/transport/
     soak      traffic for a duration at the profile's concurrency, with one node sample
               (engine starts, recoveries, HBM, RSS, vLLM counters) every SAMPLE_S
     sample    one node sample (a follower's, during the head's soak)
-    store, list, envelope
-              the gates' evidence beside the release (promotion_store.py)
+    store, record
+              a gate's evidence beside the release, and a release's newest record of a
+              gate (promotion_store.py, whose own entry lists records and envelopes)
 """
 
 from __future__ import annotations
@@ -157,10 +158,6 @@ def op_store(root: str, release: str, stamp: str, record: dict[str, Any],
     return promotion_store.store(root, release, stamp, record, html, event)
 
 
-def op_list(root: str, per_release: int = 5) -> dict[str, Any]:
-    return promotion_store.list_records(root, int(per_release))
-
-
 def op_record(root: str, release: str, gate: str, passed_only: bool = True
               ) -> dict[str, Any]:
     """RELEASE's newest record of GATE (passing, by default), whole: what a later release
@@ -168,13 +165,8 @@ def op_record(root: str, release: str, gate: str, passed_only: bool = True
     return {"record": promotion_store.latest_record(root, release, gate, passed_only)}
 
 
-def op_envelope(root: str, release: str) -> dict[str, Any]:
-    return {"envelope": promotion_store.envelope_of(root, release)}
-
-
 OPS = {"locate": op_locate, "load": op_load, "tail": op_tail, "sample": op_sample,
-       "soak": op_soak, "store": op_store, "list": op_list, "record": op_record,
-       "envelope": op_envelope}
+       "soak": op_soak, "store": op_store, "record": op_record}
 
 
 def run_call(payload: bytes) -> int:

@@ -75,7 +75,7 @@ def stored_envelope(ctx: ModuleContext, run: DeployRun, release: str) -> Optiona
         head = run.group_head(group.name)
         try:
             answer = call_node(ctx.connection_for(head.name), node=head.name,
-                               python=inv.deploy.python, entry="promotion_node",
+                               python=inv.deploy.python, entry="promotion_store",
                                request={"op": "envelope", "kwargs": {
                                    "root": inv.deploy.root, "release": release}},
                                timeout=60, become=ctx.become)
