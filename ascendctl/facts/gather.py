@@ -90,7 +90,10 @@ def _section_name_ok(name: str) -> bool:
     return re.fullmatch(r"[A-Za-z0-9_.:\-]+", name) is not None
 
 
-def build_gather_script(params: GatherParams, nonce: str | None = None) -> str:
+def build_gather_script(params: GatherParams, nonce: str | None = None, *,
+                        after_facts: str = "") -> str:
+    """`after_facts`: shell run once every fact command has finished, before the sections
+    are printed (its output goes to stdout outside any section)."""
     _validate(params)
     q = shlex.quote
     nonce = nonce or secrets.token_hex(8)
@@ -133,6 +136,8 @@ def build_gather_script(params: GatherParams, nonce: str | None = None) -> str:
     for name, command in jobs:
         lines.append(f"throttle; run {q(name)} {q(_file(name))} {q(command)} &")
     lines.append("wait")
+    if after_facts:
+        lines.append(after_facts.rstrip("\n"))
     lines.append("cat " + " ".join(f'"$T/"{q(_file(n) + ".sec")}' for n in ["clock_start", *[n for n, _ in jobs]]))
     # the end time is read as late as possible: the controller pairs it with the moment
     # the output arrived

@@ -16,7 +16,7 @@ from typing import Any
 
 from ascendctl.facts import GatherOutputError, GatherParams, build_gather_script, split_sections
 from ascendctl.facts.node import NodeFacts, build_node_facts
-from ascendctl.preflight.owners import owners_script, parse_owners
+from ascendctl.preflight.owners import Owners, owners_script, parse_owners
 
 STDERR_KEEP = 2000
 DEFAULT_GATHER_TIMEOUT_S = 300.0
@@ -28,9 +28,9 @@ def gather_round(run_script: RunScript, params: GatherParams, *, owners: bool = 
                  timeout: float = DEFAULT_GATHER_TIMEOUT_S) -> dict[str, Any]:
     """Run the gather script once (ONE remote execution) and return its record."""
     nonce = secrets.token_hex(8)
-    script = build_gather_script(params, nonce)
-    if owners:
-        script = owners_script(nonce) + script
+    # the owners are listed after the facts: a PID `ss` saw is then either still there
+    # (its unit is listed) or gone (see owners.parse_owners)
+    script = build_gather_script(params, nonce, after_facts=owners_script(nonce) if owners else "")
     sent = time.time()
     res = run_script(script, shell="bash", timeout=timeout)
     received = time.time()
@@ -67,7 +67,7 @@ def node_facts(host: str, gather: Mapping[str, Any],
                             received_at=gather.get("received_at"))
 
 
-def owners_of(gather: Mapping[str, Any]) -> dict[int, str]:
+def owners_of(gather: Mapping[str, Any]) -> Owners:
     return parse_owners(gather.get("output") or "")
 
 

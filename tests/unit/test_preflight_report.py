@@ -217,6 +217,59 @@ def test_own_units_may_hold_ports_and_npus_on_a_redeploy(inv):
     assert {("node0", "host.ports", "fail"), ("node0", "npu.processes", "fail")} <= bad(strict)
 
 
+def test_a_child_that_held_our_port_for_a_moment_is_not_a_stranger(inv):
+    """CI caught it: `ss` listed the exporter's port 9101 with the exporter and a child it
+    had just forked for npu-smi (between fork and exec a child holds its parent's
+    listening socket); the child was gone when the units were listed, and the deploy's
+    preflight called our own exporter's port taken. The owners are listed after the facts
+    with the PIDs alive then: a holder gone since holds nothing."""
+    exporter, child, stranger = 40001, 40005, 40002
+    out = dict(no.cluster_outputs()["node0"])
+
+    def node0(ss_users: str, alive: set[int]) -> dict:
+        sections = dict(out, ss=no.SS_LISTEN +
+                        f"LISTEN 0 5 0.0.0.0:9101 0.0.0.0:* users:({ss_users})\n")
+        return {"node0": record(sections, {exporter: "ascendctl-exporter.service"}, alive),
+                "node1": cluster_records()["node1"]}
+
+    both = f'("python3",pid={child},fd=3),("python3",pid={exporter},fd=3)'
+    report = build_report(inv, HOSTS, node0(both, {1, exporter}), {})
+    assert ("node0", "host.ports", "fail") not in bad(report), bad(report)
+    assert f"port 9101 held by ascendctl-exporter.service (pid {exporter})" in \
+        report.to_dict()["nodes"][0]["allowed"]
+    # the same child still alive outside our units is a stranger holding the port
+    report = build_report(inv, HOSTS, node0(both, {1, exporter, child}), {})
+    ports = next(r for r in report.results if r.check_id == "host.ports" and r.node == "node0")
+    assert ports.status.value == "fail" and "9101" in ports.message
+    # a stranger alone, alive: taken; gone by the listing: the port is free again
+    alone = f'("python3",pid={stranger},fd=3)'
+    assert ("node0", "host.ports", "fail") in bad(build_report(inv, HOSTS,
+                                                               node0(alone, {1, stranger}), {}))
+    report = build_report(inv, HOSTS, node0(alone, {1}), {})
+    assert ("node0", "host.ports", "fail") not in bad(report)
+    assert f"port 9101 held by nothing any more (pid {stranger} exited)" in \
+        report.to_dict()["nodes"][0]["allowed"]
+
+
+def test_the_owners_listing_runs_after_the_facts_and_names_the_living(tmp_path):
+    """The script as the gather round sends it, run here by bash: the owners block comes
+    after every fact command has finished, and lists this test's own PID as alive."""
+    import os
+    import subprocess
+
+    from ascendctl.facts import GatherParams, build_gather_script
+    from ascendctl.preflight.owners import owners_script, parse_owners
+
+    nonce = "0123abcd0123abcd"
+    script = build_gather_script(GatherParams(), nonce, after_facts=owners_script(nonce))
+    assert script.index(owners_script(nonce).splitlines()[0]) > script.rindex("\nwait\n")
+    text = subprocess.run(["bash", "-s"], input=owners_script(nonce), text=True,
+                          capture_output=True, timeout=60).stdout
+    owners = parse_owners(text)
+    assert owners.alive is not None and os.getpid() in owners.alive and 1 in owners.alive
+    assert owners.present({os.getpid(), 4_000_000_000}) == {os.getpid()}
+
+
 def test_rich_output_groups_by_node_and_category(inv):
     from rich.console import Console
 

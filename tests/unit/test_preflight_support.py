@@ -67,14 +67,16 @@ def write_inventory(tmp: Path, *, extra_serving: str = "", versions: str | None 
 
 
 def wire(sections: dict[str, str], owners: dict[int, str] | None = None,
-         rc: dict[str, int] | None = None) -> str:
-    """What the gather script prints for these section outputs (see facts/gather.py)."""
-    out = []
+         rc: dict[str, int] | None = None, alive: set[int] | None = None) -> str:
+    """What the gather script prints for these section outputs (see facts/gather.py):
+    the header, the owners block (with the PIDs alive, when given), then the sections."""
+    out = [f"@@ASCENDCTL-GATHER v1 {NONCE}\n"]
     if owners is not None:
         out.append(f"@@ASCENDCTL-OWNERS {NONCE}\n")
         out += [f"/proc/{pid}/cgroup:0::/system.slice/{unit}\n" for pid, unit in owners.items()]
+        if alive is not None:
+            out.append("@@ASCENDCTL-ALIVE " + " ".join(map(str, sorted(alive))) + "\n")
         out.append(f"@@ASCENDCTL-OWNERS-END {NONCE}\n")
-    out.append(f"@@ASCENDCTL-GATHER v1 {NONCE}\n")
     for name, text in sections.items():
         code = (rc or {}).get(name, 0)
         out.append(f"@@{NONCE} BEGIN {name}\n{text}\n@@{NONCE} STDERR {name}\n\n"
@@ -82,8 +84,9 @@ def wire(sections: dict[str, str], owners: dict[int, str] | None = None,
     return "".join(out)
 
 
-def record(sections: dict[str, str], owners: dict[int, str] | None = None) -> dict:
-    return {"output": wire(sections, owners), "stderr": "", "exit_status": 0, "timed_out": False,
+def record(sections: dict[str, str], owners: dict[int, str] | None = None,
+           alive: set[int] | None = None) -> dict:
+    return {"output": wire(sections, owners, alive=alive), "stderr": "", "exit_status": 0, "timed_out": False,
             "sent_at": SENT_AT, "received_at": RECEIVED_AT, "duration_s": 1.4}
 
 
