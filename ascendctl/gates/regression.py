@@ -2,8 +2,13 @@
 profile, in paired rounds (promotion/regression.py judges them).
 
 Each head first runs one round that is not counted (a fresh engine's first requests
-measure its start-up, not the release). Side by side when another group's head still serves the previous release (a rolling
-deploy's first groups): each round runs both heads back to back, in ABBA order. Otherwise
+measure its start-up, not the release). Side by side when another group's head still
+serves the previous release (a rolling deploy's first groups): each round runs on both
+heads at the same moment, each head loading its own engine, so whatever the moment brings
+(another tenant, a burst of live traffic, a shared machine's busy cores) falls on both
+members of the pair. Run back to back instead, the live head's traffic competed with the
+canary's round on the lab's shared cores and was batched with the live head's own: an
+unchanged release measured 0.55 of itself. Otherwise
 the candidate's rounds are paired with the figures the previous release gave on this
 profile when it was itself the candidate (its stored evidence). With neither, there is
 nothing to compare with: the candidate's figures are recorded as the baseline the next
@@ -13,13 +18,14 @@ release is held to, and the gate passes, saying so.
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from typing import Any, Optional
 
 from ascendctl.gates.context import GateContext, GateResult, timeline
 from ascendctl.gates.head import GateHead, LoadRun
 from ascendctl.gates.profile import Profile, resolve_profile
-from ascendctl.promotion.regression import PairedRound, RoundFigures, compare, schedule
+from ascendctl.promotion.regression import PairedRound, RoundFigures, compare
 
 NAME = "regression"
 
@@ -34,6 +40,21 @@ def _round(head: GateHead, profile: Profile, limit_s: float, runs: list[LoadRun]
         first = next((r.get("error") for r in run.requests if r.get("error")), "no result")
         return None, f"{run.release} on {run.node}: {run.errors} request(s) failed ({first})"
     return RoundFigures.from_bench(run.figures), None
+
+
+def _together(pool: ThreadPoolExecutor, heads: list[GateHead], profile: Profile,
+              limit_s: float, runs: list[LoadRun]) -> tuple[list[RoundFigures], Optional[str]]:
+    """One round on every head at the same moment (each over its own connection, with its
+    own node's load generator): the figures in the order of HEADS, or the first problem."""
+    per_head: list[list[LoadRun]] = [[] for _ in heads]
+    futures = [pool.submit(_round, head, profile, limit_s, mine)
+               for head, mine in zip(heads, per_head)]
+    results = [future.result() for future in futures]
+    for mine in per_head:
+        runs.extend(mine)
+    figures = [f for f, _p in results if f is not None]
+    problem = next((p for _f, p in results if p), None)
+    return figures, problem if problem or len(figures) == len(heads) else "no figures"
 
 
 def _stored_rounds(record: Optional[dict[str, Any]], profile: Profile
@@ -65,29 +86,24 @@ def run(ctx: GateContext) -> GateResult:
     else:
         mode = "baseline"
     ctx.say(f"regression: {spec.rounds} rounds of {profile.describe()}, {mode}")
-    problem = None
-    # one round on each head first, not counted: a freshly started engine meets the
-    # profile's shapes for the first time (graph capture, allocator, caches), the serving
-    # one did long ago; its first round would measure the start, not the release
-    for warming in [ctx.candidate] + ([ctx.live] if ctx.live else []):
-        _figures, problem = _round(warming, profile, limit, [])
+    problem: Optional[str] = None
+    heads = [ctx.candidate] + ([ctx.live] if ctx.live else [])
+    with ThreadPoolExecutor(max_workers=len(heads)) as pool:
+        # one round on each head first, not counted: a freshly started engine meets the
+        # profile's shapes for the first time (allocator, caches), the serving one did
+        # long ago; its first round would measure the start, not the release
+        _warm, problem = _together(pool, heads, profile, limit, [])
         if problem:
             return GateResult(NAME, False, f"could not measure: {problem}",
                               {"profile": profile.as_dict(), "mode": mode})
-    ctx.say("regression: warmed up (one uncounted round on each head)")
-    for index, order in enumerate(schedule(spec.rounds)):
-        for who in order:
-            if who == "previous" and ctx.live is None:
-                continue
-            head = ctx.candidate if who == "candidate" else ctx.live
-            assert head is not None
-            figures, problem = _round(head, profile, limit, runs)
-            if problem or figures is None:
+        ctx.say("regression: warmed up (one uncounted round on each head)")
+        for index in range(spec.rounds):
+            figures, problem = _together(pool, heads, profile, limit, runs)
+            if problem:
                 break
-            (candidate_rounds if who == "candidate" else previous_rounds).append(figures)
-        if problem:
-            break
-        ctx.say(f"regression: round {index + 1}/{spec.rounds} done")
+            candidate_rounds.append(figures[0])
+            previous_rounds += figures[1:]
+            ctx.say(f"regression: round {index + 1}/{spec.rounds} done")
     record: dict[str, Any] = {
         "profile": profile.as_dict(), "profile_digest": profile.digest, "mode": mode,
         "rounds_figures": {"previous": [asdict(f) for f in previous_rounds],

@@ -5,7 +5,7 @@ ascendctl/promotion/.
     promotion:
       throughput_ratio: 0.97     # new / previous output throughput, at least
       p99_ratio: 1.05            # new / previous p99 TTFT and p99 TPOT, at most
-      rounds: 12                 # interleaved bench rounds per release
+      rounds: 12                 # paired bench rounds per release
       confidence: 0.99           # of the whole comparison (every figure together)
       long_tail_requests: 1000
       long_tail_max_increase: 0.005

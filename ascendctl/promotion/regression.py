@@ -1,12 +1,12 @@
 """Is the candidate release slower than the previous one, beyond the tolerance, on the
-same bench profile? Judged from paired, interleaved rounds, robustly to this machine's noise.
+same bench profile? Judged from paired rounds, robustly to this machine's noise.
 
 The statistic, and why:
 
-- **Paired rounds, interleaved ABBA** (`schedule`): round i benches both releases back to
-  back, alternating which goes first. Slow drift of the machine (thermal state, another
-  tenant, a cache warming up) hits both members of a pair alike and cancels in their
-  ratio; the alternation cancels a linear drift within a pair too.
+- **Paired rounds, at the same moment** (gates/regression.py): round i benches both
+  releases at once, each head loading its own engine. What the moment brings (thermal
+  state, another tenant, a burst of traffic, a shared machine's busy cores) hits both
+  members of a pair alike and cancels in their ratio.
 - **Log-ratios** d_i = log(candidate_i / previous_i): multiplicative noise becomes additive
   and symmetric, and a ratio and its inverse are judged alike.
 - **Wilcoxon signed-rank bounds on the centre of the d_i, with the Hodges–Lehmann
@@ -112,12 +112,6 @@ class Comparison:
     def as_dict(self) -> dict[str, Any]:
         return {"rounds": self.rounds, "confidence": self.confidence, "passed": self.passed,
                 "summary": self.summary(), "figures": [asdict(f) for f in self.figures]}
-
-
-def schedule(rounds: int) -> tuple[tuple[str, str], ...]:
-    """Which release runs first in each round: ABBA, so a drift cancels within pairs."""
-    return tuple(("previous", "candidate") if i % 2 == 0 else ("candidate", "previous")
-                 for i in range(rounds))
 
 
 def compare(rounds: Sequence[PairedRound], spec: PromotionSpec) -> Comparison:

