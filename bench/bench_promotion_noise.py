@@ -5,8 +5,8 @@
 On one lab of two single-node serving groups (`lab up --replicas 2`) with the real vLLM
 CPU build, both serving the same release, in one run: N times `ascendctl bench --compare
 R R` (the release on replica0 against the same release on replica1, side by side in
-paired ABBA rounds, the lab's profile and rounds), then the count of passes and each
-comparison's ratios. Results: bench/results/bench_promotion_noise-*.json and a table on
+paired rounds run on both heads at once, the lab's profile and rounds), then the count
+of passes and each comparison's ratios. Results: bench/results/bench_promotion_noise-*.json and a table on
 stdout. The lab is taken down at the end (unless --keep).
 
     flock /run/lock/ascendctl-engine-slot .venv/bin/python bench/bench_promotion_noise.py
