@@ -30,31 +30,27 @@ from ascendctl.promotion.regression import PairedRound, RoundFigures, compare
 NAME = "regression"
 
 
-def _round(head: GateHead, profile: Profile, limit_s: float, runs: list[LoadRun]
-           ) -> tuple[Optional[RoundFigures], Optional[str]]:
+def _round(head: GateHead, profile: Profile, limit_s: float
+           ) -> tuple[LoadRun, Optional[RoundFigures], Optional[str]]:
+    """One round on HEAD: its run, and its figures or why there are none."""
     run = head.load(profile, limit_s)
-    runs.append(run)
     if run.hung:
-        return None, f"{run.release} on {run.node}: the round did not finish in {limit_s:g} s"
+        return run, None, f"{run.release} on {run.node}: the round did not finish in {limit_s:g} s"
     if run.errors or run.figures is None:
         first = next((r.get("error") for r in run.requests if r.get("error")), "no result")
-        return None, f"{run.release} on {run.node}: {run.errors} request(s) failed ({first})"
-    return RoundFigures.from_bench(run.figures), None
+        return run, None, (f"{run.release} on {run.node}: {run.errors} request(s) failed "
+                           f"({first})")
+    return run, RoundFigures.from_bench(run.figures), None
 
 
 def _together(pool: ThreadPoolExecutor, heads: list[GateHead], profile: Profile,
               limit_s: float, runs: list[LoadRun]) -> tuple[list[RoundFigures], Optional[str]]:
     """One round on every head at the same moment (each over its own connection, with its
     own node's load generator): the figures in the order of HEADS, or the first problem."""
-    per_head: list[list[LoadRun]] = [[] for _ in heads]
-    futures = [pool.submit(_round, head, profile, limit_s, mine)
-               for head, mine in zip(heads, per_head)]
-    results = [future.result() for future in futures]
-    for mine in per_head:
-        runs.extend(mine)
-    figures = [f for f, _p in results if f is not None]
-    problem = next((p for _f, p in results if p), None)
-    return figures, problem if problem or len(figures) == len(heads) else "no figures"
+    results = list(pool.map(lambda head: _round(head, profile, limit_s), heads))
+    runs.extend(run for run, _f, _p in results)
+    problem = next((p for _r, _f, p in results if p), None)
+    return [f for _r, f, _p in results if f is not None], problem
 
 
 def _stored_rounds(record: Optional[dict[str, Any]], profile: Profile

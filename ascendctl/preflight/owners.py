@@ -8,9 +8,11 @@ MainPID. Their PIDs may hold NPUs (`npu.processes`), and a launch port held only
 them is not required to be free (`host.ports`); the report lists what was allowed.
 
 The listing runs after the fact commands, with the PIDs alive at that moment. A PID that
-`ss` or npu-smi saw and that is gone by then holds nothing any more: a unit's short-lived
-child (the exporter forking npu-smi, between fork and exec, still holds the exporter's
-listening socket) must not make our own port look taken by a stranger.
+`ss` listed on a launch port and that is gone by then holds nothing any more: a unit's
+short-lived child (the exporter forking npu-smi, between fork and exec, still holds the
+exporter's listening socket) must not make our own port look taken by a stranger.
+(npu-smi lists processes with a device context, which a fork does not make: NPU holders
+are judged by their unit alone.)
 """
 
 from __future__ import annotations

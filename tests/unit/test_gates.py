@@ -150,9 +150,10 @@ class TimedHead:
     """A head whose rounds take a moment and are timed: the regression gate's view of
     one, without a node (its real loads are the lab's section P)."""
 
-    def __init__(self, name: str, release: str, throughput: float):
+    def __init__(self, name: str, release: str, throughput: float, pair):
         import threading
 
+        self.pair = pair        # a Barrier the partner's round must reach too
         self.name = self.node = name
         self.release, self.throughput = release, throughput
         self.rounds: list[tuple[float, float]] = []
@@ -163,6 +164,8 @@ class TimedHead:
 
         from ascendctl.benchmark.figures import parse_result
 
+        # run back to back, a round would wait here for a partner that is not running
+        self.pair.wait(timeout=10)
         started = time.monotonic()
         time.sleep(0.05)
         with self.lock:
@@ -181,11 +184,15 @@ def test_side_by_side_rounds_run_on_both_heads_at_the_same_moment(tmp_path):
     rounds back to back on the lab's shared cores (the live head's traffic competed with
     the canary's round). Each pair now runs at once: every candidate round overlaps its
     previous-release partner, and the pairs follow one another."""
+    import threading
+
     from ascendctl.gates.context import GateContext
 
     inv = group_inventory(tmp_path)
     spec = PromotionSpec(rounds=9, confidence=0.99)
-    candidate, live = TimedHead("node0", "r-new", 198.0), TimedHead("node1", "r-old", 200.0)
+    pair = threading.Barrier(2)
+    candidate = TimedHead("node0", "r-new", 198.0, pair)
+    live = TimedHead("node1", "r-old", 200.0, pair)
     said: list[str] = []
     result = regression.run(GateContext(inv=inv, spec=spec, group="replica0",
                                         candidate=candidate, previous="r-old",
