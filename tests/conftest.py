@@ -117,12 +117,31 @@ def _gang_down(config) -> None:
         state["lab"].down()
 
 
+ACCEPTANCE = "acceptance"
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--acceptance", action="store_true",
+        default=os.environ.get("ASCENDCTL_ACCEPTANCE") == "1",
+        help="also run the tests marked `acceptance` (long lab tests that prove an issue's "
+             "acceptance list, left out of CI's budget; env ASCENDCTL_ACCEPTANCE=1)")
+
+
 def pytest_collection_modifyitems(config, items):
-    """The engine suite (lab modules that start the real vLLM) first, so that one worker
+    """Tests marked `acceptance` are deselected unless --acceptance is given (reported as
+    deselected, never as passed or skipped).
+
+    The engine suite (lab modules that start the real vLLM) first, so that one worker
     takes it at once; and a lab module that reuses another module's deployment
     (`SHARES_DEPLOYMENT_OF = "x"`) right after it, chains followed (a module sharing the
     deployment of one that shares another's comes after both), so that deployment's
     engines are never left idle (they poll the CPU) while other modules start theirs."""
+    if not config.getoption("acceptance"):
+        left_out = [item for item in items if item.get_closest_marker(ACCEPTANCE)]
+        if left_out:
+            config.hook.pytest_deselected(items=left_out)
+            items[:] = [item for item in items if not item.get_closest_marker(ACCEPTANCE)]
     modules: dict[str, list] = {}
     for item in items:
         modules.setdefault(item.nodeid.split("::", 1)[0], []).append(item)

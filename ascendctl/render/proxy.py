@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Optional
 
+from ascendctl_runtime.gateway import max_fails
 from ascendctl_runtime.nodeutil import host_port
 
 from ascendctl.inventory import Host, Inventory
@@ -26,6 +27,12 @@ SITE_DIR = "/etc/nginx/conf.d"
 LOCAL = "127.0.0.1"
 FAIL_TIMEOUT_S = 10      # a head that refused a connection gets no request for this long
 CONNECT_TIMEOUT_S = 5    # a powered-off head must not hold a request up for long
+# An idle connection to a head is closed by nginx before the head closes it: vLLM's HTTP
+# server closes idle keep-alive connections after 5 s (uvicorn's default; in the lab's vLLM
+# VLLM_HTTP_TIMEOUT_KEEP_ALIVE, vllm/envs.py), nginx keeps them 60 s by default, and a
+# request nginx sends on one the head is closing at that moment fails (counted against
+# the head by max_fails).
+UPSTREAM_IDLE_S = 4
 
 
 @dataclass(frozen=True)
@@ -101,6 +108,7 @@ def render_site(inv: Inventory, drained: Iterable[str] = (),
         var=variable_ident(inv), servers=servers, listen_port=s.proxy.port,
         listen_ipv6=gateway is not None and serves_ipv6(gateway), fail_timeout=FAIL_TIMEOUT_S,
         connect_timeout=CONNECT_TIMEOUT_S, key_checkers=key_checkers(inv),
+        max_fails=max_fails(sum(not u.down for u in servers)), upstream_idle=UPSTREAM_IDLE_S,
         stream_timeout=max(3600, s.startup_timeout),
         admission=admission(inv, envelope, sum(not u.down for u in servers))).encode()
 

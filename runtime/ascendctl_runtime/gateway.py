@@ -61,17 +61,36 @@ def marked_down(site: str) -> Set[str]:
     return {group for line, group in _lines(site) if group is not None and _is_down(line)}
 
 
+def max_fails(live: int) -> int:
+    """nginx's `max_fails` for a group's server line while LIVE groups are in the balancer.
+    With another group to take the traffic, one failed request takes a head out for
+    fail_timeout (a restarting or powered-off head costs each request a refused connect, or
+    the connect timeout, only once). The only group left is never taken out: nginx would
+    answer every request 502 ("no live upstreams") for fail_timeout after a single failed
+    one, where the head would have served them (seen on the lab: 38 failures in a stream
+    while the other group was out for its switch)."""
+    return 1 if live > 1 else 0
+
+
+MAX_FAILS = "max_fails="
+
+
 def mark(site: str, down: Iterable[str], up: Iterable[str]) -> str:
     """SITE with the server lines of the groups in DOWN marked `down` and of those in UP
-    not; every other line as it was."""
+    not, each with the `max_fails` of the groups then live; every other line as it was."""
     down, up = set(down), set(up)
+    lines = list(_lines(site))
+    out_of_balancer = {group for line, group in lines if group is not None and
+                       (group in down or (group not in up and _is_down(line)))}
+    live = sum(1 for _, group in lines if group is not None and group not in out_of_balancer)
     out = []
-    for line, group in _lines(site):
+    for line, group in lines:
         if group is not None:
             indent = line[:len(line) - len(line.lstrip())]
             ending = line[len(line.rstrip("\r\n")):]
-            words = [w for w in line.strip()[:-1].split() if w != "down"]
-            if group in down or (group not in up and _is_down(line)):
+            words = [f"{MAX_FAILS}{max_fails(live)}" if w.startswith(MAX_FAILS) else w
+                     for w in line.strip()[:-1].split() if w != "down"]
+            if group in out_of_balancer:
                 words.append("down")
             line = f"{indent}{' '.join(words)};{ending}"
         out.append(line)

@@ -43,7 +43,12 @@ P. promotion on evidence (issue 23): release B (test 1) carries slo.promotion at
    scale; its canary passed the regression (side by side with replica1 on A), a 1 000-answer
    long tail, the envelope sweep and a 60 s soak, and replica1 went in on that evidence;
    the evidence is beside B on node0 and in `history`; the gateway admits 90 % of the
-   envelope and answers past it with 503 and Retry-After at once.
+   envelope and answers past it with 503 and Retry-After at once (held in flight by their
+   clients, whatever the machine's speed).
+   2. (marked `acceptance`: ~10 minutes, out of CI's budget; `--acceptance` runs it) a
+   canary that meets four faults at once (throttled, garbling, leaking, stalling) is refused
+   by the regression, long-tail and soak gates, its envelope found below the stall; the
+   group is back on B, the other never touched, the stream saw no failure.
 
 Two engines at most (one per group). Run under the machine's engine slot:
 `flock /run/lock/ascendctl-engine-slot .venv/bin/pytest tests/lab/test_replicas_lab.py`.
@@ -417,21 +422,35 @@ def test_a_rolling_deploy_under_a_stream_of_requests_fails_none(state):
 
 
 def admission_burst(state: dict, hold: int) -> tuple[list[int], tuple[int, float, str | None]]:
-    """HOLD long streamed completions through the gateway, held open, then one more: the
-    statuses of the held ones, and (status, seconds, Retry-After) of the extra one."""
+    """HOLD completions through the gateway, each held in flight by its client (all of its
+    body but the last byte sent), then one more: the statuses of the held ones once their
+    last bytes are sent, and (status, seconds, Retry-After) of the extra one.
+
+    Held by the client, not by a long generation: how long a generation lasts depends on the
+    machine (a fast one finished 14 streams of 160 tokens before the extra came), and nginx
+    counts a request from its headers until it ends, whatever the engine is doing."""
     import http.client
     import threading
 
-    body = json.dumps({"model": "tiny", "prompt": "Once upon a time", "max_tokens": 160,
-                       "ignore_eos": True, "stream": True})
+    body = json.dumps({"model": "tiny", "prompt": "Once upon a time", "max_tokens": 8,
+                       "stream": True}).encode()
     headers = {"Content-Type": "application/json", "x-api-key": state["api_key"]}
     statuses: list[int] = []
     lock = threading.Lock()
+    sent = threading.Semaphore(0)
+    release = threading.Event()
 
     def held() -> None:
-        conn = http.client.HTTPConnection(state["proxy_host"], state["proxy_port"], timeout=300)
+        conn = http.client.HTTPConnection(state["proxy_host"], state["proxy_port"], timeout=120)
         try:
-            conn.request("POST", "/v1/completions", body, headers)
+            conn.putrequest("POST", "/v1/completions")
+            for name, value in {**headers, "Content-Length": str(len(body))}.items():
+                conn.putheader(name, value)
+            conn.endheaders()
+            conn.send(body[:-1])
+            sent.release()
+            release.wait(120)
+            conn.send(body[-1:])
             response = conn.getresponse()
             response.read()
             with lock:
@@ -446,16 +465,21 @@ def admission_burst(state: dict, hold: int) -> tuple[list[int], tuple[int, float
     threads = [threading.Thread(target=held, daemon=True) for _ in range(hold)]
     for thread in threads:
         thread.start()
-    time.sleep(2.0)         # every held request is in flight at nginx (160 tokens: > 5 s)
-    conn = http.client.HTTPConnection(state["proxy_host"], state["proxy_port"], timeout=30)
-    started = time.monotonic()
-    conn.request("POST", "/v1/completions", body, headers)
-    response = conn.getresponse()
-    response.read()
-    extra = (response.status, time.monotonic() - started, response.getheader("Retry-After"))
-    conn.close()
+    try:
+        for _ in threads:
+            assert sent.acquire(timeout=60), "a held request could not be sent"
+        time.sleep(1.0)         # nginx has read every held request's headers: each one counts
+        conn = http.client.HTTPConnection(state["proxy_host"], state["proxy_port"], timeout=30)
+        started = time.monotonic()
+        conn.request("POST", "/v1/completions", body, headers)
+        response = conn.getresponse()
+        response.read()
+        extra = (response.status, time.monotonic() - started, response.getheader("Retry-After"))
+        conn.close()
+    finally:
+        release.set()
     for thread in threads:
-        thread.join(300)
+        thread.join(120)
     return statuses, extra
 
 
@@ -837,3 +861,82 @@ def test_f3_a_stalled_engine_is_restarted_by_the_policy_within_the_probe_window(
     lab.heal("node1")
     seen = status_json(inv)
     assert seen["verdict"] == "healthy", seen["reasons"]
+
+
+# -- P2: a canary the gates refuse, each fault caught by the gate that measures it ------------
+
+STALL_AT = 6        # engine-stall: a request arriving with 6 in flight hangs
+
+
+# ~10 minutes on the lab (the throttled canary runs every gate): out of CI's 40-minute
+# budget, run with `pytest tests/lab/test_replicas_lab.py --acceptance`
+@pytest.mark.acceptance
+def test_p2_a_throttled_garbling_leaking_stalling_canary_is_refused_by_its_gates(state):
+    """node0's next engine start meets four lab faults at once: a 40 % CPU quota, 2 % of
+    answers garbled, 8 MiB/s of leaked memory, and a stall at 6 requests in flight. With
+    fail_fast off every gate runs on the canary: the 16-prompt quality gate passes (the
+    garbling starts at the 50th answer), the regression refuses the throughput (side by
+    side with replica1 on B), the long tail refuses the garbage (against B's stored tail),
+    the envelope stays below the stall, the soak refuses the leak. The deploy exits 6
+    naming the gates and their figures; replica0 is back on B; replica1 was never touched;
+    a stream through the gateway saw no failure; the evidence is kept."""
+    assert "release_b" in state, "needs release B serving with its evidence"
+    lab, release_b = state["lab"], state["release_b"]
+    lab.heal("node0")
+    for kind, value in (("engine-slow", "40"), ("engine-garbage", "0.02"),
+                        ("engine-leak", "8"), ("engine-stall", str(STALL_AT))):
+        lab.fault("node0", kind, value)
+    inv = write_inventory(state, "p2", serving={"max_num_seqs": 5},
+                          promotion=lab_promotion(state, fail_fast=False))
+    since = time.time()
+    try:
+        with stream(state) as requests:
+            requests.wait_for(10, 60)
+            started = time.monotonic()
+            result, report = deploy(inv)
+            state["timings"]["deploy P2 (four gates on a faulty canary)"] = \
+                time.monotonic() - started
+            requests.wait_for(requests.result.sent + 10, 60)
+    finally:
+        lab.heal("node0")
+    counts = requests.result
+    summary = report["summary"]
+    print(f"\nP2: {counts.sent} requests, {counts.failed} failed; {summary}")
+    assert result.returncode == 6, summary + result.stderr[-3000:]
+    release = report["outcome"]["release_id"]
+    assert "promotion gate regression failed" in summary, summary
+    assert re.search(r"output_throughput: ratio 0\.\d+ .*FAIL", summary), summary
+    assert "promotion gate long_tail failed" in summary, summary
+    assert "promotion gate soak failed" in summary and "RSS" in summary, summary
+    assert "promotion gate envelope failed" not in summary, summary
+    assert (f"Serving group replica0 is back on {release_b} and serving; replica1 was not "
+            f"touched (still serving {release_b})") in summary
+    if counts.failures:         # what the gateway saw: each failure, and nginx's reasons
+        print("\n".join(failure[:160] for failure in counts.failures))
+        print(node_sh(state, "node0", "tail -n 60 /var/log/nginx/error.log"))
+    assert counts.failures == []
+    records = promotion_records(state, "node0", release)
+    assert sorted(records) == ["envelope", "long_tail", "regression", "soak"]
+    assert records["regression"]["mode"].startswith("side by side with node1")
+    ratio = next(f["ratio"] for f in records["regression"]["verdict"]["figures"]
+                 if f["figure"] == "output_throughput")
+    assert ratio < 0.6
+    tail = records["long_tail"]
+    assert tail["source"] == f"{release_b}'s stored evidence"
+    assert 10 <= tail["counts"]["candidate"]["failed"] <= 40, tail["counts"]
+    assert tail["counts"]["previous"]["failed"] <= 2, tail["counts"]
+    assert any("unprintable" in a["why"] or "repeated" in a["why"]
+               for a in tail["failing_answers"])
+    envelope = records["envelope"]["envelope"]
+    assert records["envelope"]["status"] == "pass" and envelope is not None
+    assert envelope < STALL_AT
+    hung = [level for level in records["envelope"]["levels"] if not level["held"]]
+    assert hung and "the run hung" in hung[0]["reasons"]
+    soak = records["soak"]["verdict"]["node0"]
+    assert not soak["passed"] and soak["rss_slope_mib_per_h"] > 4096
+    # the quality gate passed before the promotion gates refused the release
+    releases = {r["id"]: r for r in history(inv)["releases"]}
+    assert releases[release]["status"] == "failed"
+    assert releases[release]["quality"]["status"] == "pass"
+    # replica1's engine was never stopped
+    assert engine_jobs(state, "node1", since) == []

@@ -139,9 +139,11 @@ class Handler(BaseHTTPRequestHandler):
                 first = False
             if n == len(events) - 1:
                 self.done(script)
-            self.chunk(event.encode() + b"\n\n")
             if is_token(event):
+                # stamped before the write: once written, the client may read the chunk
+                # before this thread runs again
                 self.sent.append(time.perf_counter())
+            self.chunk(event.encode() + b"\n\n")
         if script.mode == "cut":
             self.wfile.write(b"40\r\ndata: {\"choi")     # the connection dies mid-chunk
             self.wfile.flush()

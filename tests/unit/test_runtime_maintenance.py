@@ -142,15 +142,32 @@ def site(tmp_path):
     return render_site(inv, drained={"g2"}).decode()
 
 
-def test_marking_a_group_down_and_up_edits_only_its_server_line(tmp_path, site):
+def test_marking_a_group_down_and_up_edits_only_the_server_lines(tmp_path, site):
+    """Marking edits the server lines alone: the group's `down`, and `max_fails` as the
+    renderer gives it for the groups left live (0 for the only one: see the next test)."""
     assert gateway.marked_down(site) == {"g2"}
+    assert site.count("max_fails=1 ") == 3         # two groups live
     out = gateway.mark(site, down={"g1"}, up=())
     assert gateway.marked_down(out) == {"g1", "g2"}
     changed = [(a, b) for a, b in zip(site.splitlines(), out.splitlines()) if a != b]
-    assert len(changed) == 1 and changed[0][1] == changed[0][0][:-1] + " down;"
+    assert len(changed) == 3, changed           # one value for every server line
+    for before, after in changed:
+        assert after.startswith("    server ") and "max_fails=0 " in after
+        assert after.replace("max_fails=0 ", "max_fails=1 ") in (before, before[:-1] + " down;")
+    assert changed[1][1].endswith(" down;") and not changed[1][0].endswith(" down;")   # g1
     nginx_t(tmp_path / "nginx", out)
     assert gateway.mark(out, down=(), up={"g1"}) == site
     assert gateway.mark(site, down=(), up=()) == site
+    from ascendctl.render.proxy import render_site
+
+    # the watcher's server lines are the renderer's for the same groups out
+    inv = group_inventory(tmp_path, groups=3, per_group=1)
+    rendered = render_site(inv, drained={"g1", "g2"}).decode()
+
+    def servers(text: str) -> list[str]:
+        return [line for line in text.splitlines() if line.startswith("    server ")]
+
+    assert servers(out) == servers(rendered)
 
 
 class Gateway:

@@ -95,3 +95,35 @@ def test_a_chain_of_shared_deployments_runs_in_chain_order_whatever_the_file_ord
     cycle = {"t/a.py": "t/b.py", "t/b.py": "t/a.py"}
     assert sorted(modules_in_deployment_order(["t/a.py", "t/b.py", "t/c.py"], cycle)) == \
         ["t/a.py", "t/b.py", "t/c.py"]
+
+
+@pytest.mark.parametrize("opt_in", [[], ["--acceptance"], "env"])
+def test_an_acceptance_test_is_deselected_unless_asked_for(tmp_path, opt_in):
+    """A test marked `acceptance` (out of CI's budget) is reported as deselected, never run
+    or passed, unless --acceptance (or ASCENDCTL_ACCEPTANCE=1) asks for it; the tests
+    before it in its module run either way."""
+    import os
+
+    tree = tmp_path / "tree"
+    log = tmp_path / "ran.jsonl"
+    (tree / "tests/lab").mkdir(parents=True)
+    (tree / "pytest.ini").write_text("[pytest]\nmarkers =\n    acceptance: long\n")
+    shutil.copy(CONFTEST, tree / "tests" / "conftest.py")
+    write_module(tree / "tests/lab/test_m.py", log, 2, pause=0,
+                 extra="import pytest\n\n@pytest.mark.acceptance\ndef test_long():\n"
+                       "    _record('long')\n")
+    env = {k: v for k, v in os.environ.items() if k != "ASCENDCTL_ACCEPTANCE"}
+    env["PYTEST_XDIST_WORKER"] = "gw0"      # what the recording test writes down
+    if opt_in == "env":
+        env["ASCENDCTL_ACCEPTANCE"] = "1"
+    args = opt_in if isinstance(opt_in, list) else []
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
+                           "--strict-markers", "tests", *args],
+                          cwd=tree, capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    ran = [test for _, _, test in map(json.loads, log.read_text().splitlines())]
+    if opt_in:
+        assert sorted(map(str, ran)) == ["0", "1", "long"] and "3 passed" in done.stdout, ran
+    else:
+        assert ran == [0, 1], ran
+        assert "2 passed, 1 deselected" in done.stdout, done.stdout
