@@ -7,12 +7,11 @@ answered 502 "no live upstreams" (38 failures of a lab stream)."""
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 import urllib.error
 import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 from ascendctl.load import load_inventory
@@ -20,19 +19,18 @@ from ascendctl.render.proxy import render_site
 from tests.conftest import free_port
 from tests.unit.nginx_run import running_nginx
 from tests.unit.test_playbook_rolling import group_inventory
+from tests.unit.test_promotion_envelope import Head
 
 
-class FailsOnce(BaseHTTPRequestHandler):
-    """A head whose first completion closes the connection unanswered; then it serves."""
+class FailsOnce(Head):
+    """A head whose first completion closes the connection unanswered; then it serves (its
+    model list and answers as the admission test's head)."""
 
     protocol_version = "HTTP/1.1"
     posts = 0
     lock = threading.Lock()
 
-    def do_GET(self):  # noqa: N802 (http.server's name)
-        self.answer({"data": [{"id": "tiny"}]})
-
-    def do_POST(self):  # noqa: N802
+    def do_POST(self):  # noqa: N802 (http.server's name)
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
         with FailsOnce.lock:
             FailsOnce.posts += 1
@@ -40,18 +38,7 @@ class FailsOnce(BaseHTTPRequestHandler):
         if first:
             self.close_connection = True
             return
-        self.answer({"choices": [{"text": " ok"}]})
-
-    def answer(self, body: dict) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
+        self.answer(200, {"choices": [{"text": " ok"}]})
 
 
 def post(url: str) -> int:
