@@ -99,7 +99,8 @@ def render_site(inv: Inventory, drained: Iterable[str] = (),
     the release's ENVELOPE known (per group), it admits a share of it per group in the
     balancer (render/admission.py)."""
     servers = upstreams(inv, drained)
-    if all(s.down for s in servers):
+    live = sum(not u.down for u in servers)
+    if not live:
         raise ValueError("internal: every serving group would be out of the balancer")
     s = inv.serving
     gateway = inv.gateway
@@ -108,9 +109,9 @@ def render_site(inv: Inventory, drained: Iterable[str] = (),
         var=variable_ident(inv), servers=servers, listen_port=s.proxy.port,
         listen_ipv6=gateway is not None and serves_ipv6(gateway), fail_timeout=FAIL_TIMEOUT_S,
         connect_timeout=CONNECT_TIMEOUT_S, key_checkers=key_checkers(inv),
-        max_fails=max_fails(sum(not u.down for u in servers)), upstream_idle=UPSTREAM_IDLE_S,
+        max_fails=max_fails(live), upstream_idle=UPSTREAM_IDLE_S,
         stream_timeout=max(3600, s.startup_timeout),
-        admission=admission(inv, envelope, sum(not u.down for u in servers))).encode()
+        admission=admission(inv, envelope, live)).encode()
 
 
 def site_file(inv: Inventory, drained: Iterable[str] = (),

@@ -8,16 +8,13 @@ answered 502 "no live upstreams" (38 failures of a lab stream)."""
 from __future__ import annotations
 
 import threading
-import time
-import urllib.error
-import urllib.request
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 from ascendctl.load import load_inventory
 from ascendctl.render.proxy import render_site
 from tests.conftest import free_port
-from tests.unit.nginx_run import running_nginx
+from tests.unit.nginx_run import post, running_nginx, wait_until_answering
 from tests.unit.test_playbook_rolling import group_inventory
 from tests.unit.test_promotion_envelope import Head
 
@@ -41,30 +38,14 @@ class FailsOnce(Head):
         self.answer(200, {"choices": [{"text": " ok"}]})
 
 
-def post(url: str) -> int:
-    request = urllib.request.Request(url, data=b'{"prompt": "hi", "max_tokens": 4}',
-                                     headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=20) as response:
-            return response.status
-    except urllib.error.HTTPError as err:
-        return err.code
-
-
 def statuses_after_one_failure(tmp_path: Path, site: str, listen: int) -> list[int]:
     """The statuses of three completions through SITE run by nginx, the head failing the
     first."""
     FailsOnce.posts = 0
     with running_nginx(tmp_path, site) as nginx:
-        deadline = time.monotonic() + 20
-        while True:                                  # nginx up: the model list answers
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{listen}/v1/models", timeout=5):
-                    break
-            except OSError:
-                assert nginx.poll() is None and time.monotonic() < deadline
-                time.sleep(0.1)
-        return [post(f"http://127.0.0.1:{listen}/v1/completions") for _ in range(3)]
+        wait_until_answering(nginx, listen)
+        return [post(f"http://127.0.0.1:{listen}/v1/completions", timeout=20)[0]
+                for _ in range(3)]
 
 
 def test_the_only_group_in_the_balancer_is_not_taken_out_by_one_failed_request(tmp_path):

@@ -23,7 +23,7 @@ from ascendctl.promotion.envelope import Envelope, SweepPoint, find_envelope
 from ascendctl.render.admission import admission
 from ascendctl.render.proxy import render_site
 from tests.conftest import free_port
-from tests.unit.nginx_run import running_nginx
+from tests.unit.nginx_run import post, running_nginx, wait_until_answering
 from tests.unit.test_playbook_rolling import group_inventory
 from tests.unit.test_replicas import nginx_t
 
@@ -173,16 +173,6 @@ class Head(BaseHTTPRequestHandler):
         pass
 
 
-def post(url: str, timeout: float = 30) -> tuple[int, dict, dict]:
-    request = urllib.request.Request(url, data=b'{"prompt": "hi", "max_tokens": 4}',
-                                     headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            return response.status, dict(response.headers), json.load(response)
-    except urllib.error.HTTPError as err:
-        return err.code, dict(err.headers), json.load(err)
-
-
 def test_nginx_admits_up_to_the_limit_and_answers_past_it_at_once(tmp_path):
     """The rendered site run by the real nginx in front of a head whose completions hang:
     the first 2 (0.9 × envelope 3) wait for the head, the third is answered 503 with
@@ -202,15 +192,7 @@ def test_nginx_admits_up_to_the_limit_and_answers_past_it_at_once(tmp_path):
     threads = [threading.Thread(target=lambda: held.append(post(url))) for _ in range(2)]
     with running_nginx(tmp_path / "nginx", site) as nginx:
         try:
-            deadline = time.monotonic() + 20
-            while True:                                  # nginx up: the model list answers
-                try:
-                    with urllib.request.urlopen(f"http://127.0.0.1:{listen}/v1/models",
-                                                timeout=5):
-                        break
-                except OSError:
-                    assert nginx.poll() is None and time.monotonic() < deadline
-                    time.sleep(0.1)
+            wait_until_answering(nginx, listen)
             for thread in threads:
                 thread.start()
             for _ in threads:
